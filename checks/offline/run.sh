@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The offline test command (README): sets up .venv, then runs every check that needs no GPU and no
+# network beyond PyPI. Needs Nix (nix-instantiate) on PATH; .ci/run installs Debian's nix-bin.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+venv=${BITEXACT_VENV:-.venv}
+if [ ! -x "$venv/bin/python" ]; then
+  echo "offline: creating $venv" >&2
+  python3 -m venv "$venv"
+fi
+echo "offline: installing test dependencies into $venv" >&2
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r checks/requirements-offline.txt
+for project in checks/bitexact pkgs/server pkgs/lock; do
+  if [ -f "$project/pyproject.toml" ]; then
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$project"
+  fi
+done
+
+# Nix evaluates builtins-only code here: flakes on, no binary cache (unreachable offline).
+export NIX_CONFIG="${NIX_CONFIG:-}
+experimental-features = nix-command flakes
+substituters =
+build-users-group =
+sandbox = false"
+
+echo "offline: ruff (lint and format)" >&2
+"$venv/bin/ruff" check .
+"$venv/bin/ruff" format --check .
+
+echo "offline: pytest" >&2
+exec "$venv/bin/python" -m pytest -p no:cacheprovider --import-mode=importlib -ra "$@" \
+  checks/offline $(ls -d checks/bitexact/tests 2>/dev/null) $(ls -d checks/gpu 2>/dev/null)
