@@ -1,0 +1,112 @@
+"""The SGLang patch series against the real 0.5.20 and 0.5.21 wheel trees.
+
+Policy: every patch applies in name order with `patch -p2 --fuzz=0` (the wheel's site-packages layout;
+the git tree takes `-p1`). Fuzz is refused because a hunk applied with ignored context lines may land in
+the wrong place silently. Offsets are accepted: the two releases number their lines differently, so a
+hunk that matches all its context exactly must be allowed to move; exact context is what makes that safe.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from released_wheels import REPO_ROOT, unpacked_wheel
+
+SERIES_DIR = REPO_ROOT / "patches" / "sglang"
+RECIPE = REPO_ROOT / "nix" / "recipes" / "qwen3.8-27b-exact.json"
+MARKER = "sglang/srt/bitexact_patches.py"
+RELEASES = ("0.5.20", "0.5.21")
+ALLOWED_PREFIX = "python/sglang/"
+
+
+def series() -> list[Path]:
+    return sorted(SERIES_DIR.glob("*.patch"))
+
+
+def recipe_patches() -> list[str]:
+    return json.loads(RECIPE.read_text())["engine"]["patches"]
+
+
+def touched_paths(patch: Path) -> list[str]:
+    """Every path named by the diff headers (`diff --git`, `---`, `+++`), prefixes a/ b/ stripped."""
+    paths: list[str] = []
+    for line in patch.read_text().splitlines():
+        if line.startswith("diff --git "):
+            match = re.fullmatch(r"diff --git a/(\S+) b/(\S+)", line)
+            assert match, f"{patch.name}: unparsable header {line!r}"
+            paths += [match.group(1), match.group(2)]
+        elif line.startswith(("--- ", "+++ ")):
+            name = line[4:].split("\t")[0]
+            if name == "/dev/null":
+                continue
+            assert name[:2] in ("a/", "b/"), f"{patch.name}: header {line!r} lacks the a/ or b/ prefix"
+            paths.append(name[2:])
+        elif line.startswith(("rename ", "copy ")):
+            paths.append(line.split(" ", 2)[2])
+    return paths
+
+
+def test_series_is_the_recipes_list() -> None:
+    assert [p.name for p in series()] == recipe_patches(), (
+        f"patches/sglang/ holds {[p.name for p in series()]}, the recipe's engine.patches is "
+        f"{recipe_patches()}: add the missing patch files (or fix the recipe)"
+    )
+
+
+@pytest.mark.parametrize("patch", series(), ids=lambda p: p.name)
+def test_patch_touches_only_python_sglang(patch: Path) -> None:
+    paths = touched_paths(patch)
+    assert paths, f"{patch.name} names no files"
+    outside = [p for p in paths if not p.startswith(ALLOWED_PREFIX)]
+    assert not outside, f"{patch.name} touches paths outside {ALLOWED_PREFIX}: {outside}"
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def patched_tree(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the release's site-packages `sglang/` with the whole series applied."""
+    version: str = request.param
+    pristine = unpacked_wheel("sglang", version)
+    root = tmp_path_factory.mktemp(f"sglang-{version}")
+    shutil.copytree(pristine / "sglang", root / "sglang", symlinks=True)
+    for patch in series():
+        result = subprocess.run(
+            ["patch", "-p2", "--fuzz=0", "--batch", "--forward", "--no-backup-if-mismatch", "-i", str(patch)],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
+        log = result.stdout + result.stderr
+        assert result.returncode == 0, f"{patch.name} does not apply to sglang {version}:\n{log}"
+        assert "fuzz" not in log.lower(), f"{patch.name} needed fuzz on sglang {version}:\n{log}"
+    rejects = sorted(str(p.relative_to(root)) for p in root.rglob("*.rej"))
+    assert not rejects, f"reject files left in the sglang {version} tree: {rejects}"
+    return root
+
+
+def test_series_applies_and_marker_matches(patched_tree: Path) -> None:
+    marker = patched_tree / MARKER
+    assert marker.is_file(), f"{MARKER} missing after applying the series"
+    module = ast.parse(marker.read_text())
+    applied = [
+        ast.literal_eval(node.value)
+        for node in module.body
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["APPLIED"]
+    ]
+    assert len(applied) == 1, f"{MARKER} must assign APPLIED exactly once"
+    assert isinstance(applied[0], tuple), "APPLIED must be a tuple of patch file names"
+    assert list(applied[0]) == recipe_patches(), "APPLIED differs from the recipe's engine.patches"
+
+
+def test_patched_python_compiles(patched_tree: Path) -> None:
+    """Every file the series touches is still valid Python after patching."""
+    touched = sorted({p for patch in series() for p in touched_paths(patch)})
+    for rel in touched:
+        path = patched_tree / rel.removeprefix("python/")
+        if path.suffix == ".py" and path.exists():
+            compile(path.read_text(), str(path), "exec")
