@@ -1,0 +1,199 @@
+"""exactlaunch.preflight and the CLI against the REAL released trees: sglang 0.5.20 and sgl-deep-gemm 0.2.0,
+unpatched (refused) and with the repository's patch series applied (accepted)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from exactlaunch import cli, load_recipe, preflight
+from exactlaunch.preflight import check_deep_gemm, check_sglang, header_is_fenced, read_applied
+from released_wheels import unpacked_wheel
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE_PATH = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
+RECIPE = load_recipe(RECIPE_PATH)
+SGLANG_SERIES = sorted((REPO / "patches" / "sglang").glob("*.patch"))
+FENCE_PATCH = REPO / "patches" / "deep-gemm" / "0001-sm120-fence.patch"
+
+
+def _patch(root: Path, patch: Path, strip: int) -> None:
+    result = subprocess.run(
+        [
+            "patch",
+            f"-p{strip}",
+            "--fuzz=0",
+            "--batch",
+            "--forward",
+            "--no-backup-if-mismatch",
+            "-i",
+            str(patch),
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, f"{patch.name}: {result.stdout}{result.stderr}"
+
+
+@pytest.fixture(scope="module")
+def sglang_020() -> Path:
+    """The pristine sglang/ package of the 0.5.20 wheel (read only)."""
+    return unpacked_wheel("sglang", "0.5.20") / "sglang"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory, sglang_020: Path) -> Path:
+    """A site-packages copy of the real sglang 0.5.20 and sgl-deep-gemm 0.2.0 trees with our series applied
+    (native extension modules left out: the series touches Python files only)."""
+    if not SGLANG_SERIES:
+        pytest.fail("patches/sglang/ holds no series yet (0001-bitexact-marker.patch is expected)")
+    root = tmp_path_factory.mktemp("site-packages")
+    shutil.copytree(sglang_020, root / "sglang", ignore=shutil.ignore_patterns("*.so"))
+    for patch in SGLANG_SERIES:
+        _patch(root, patch, 2)
+    shutil.copytree(unpacked_wheel("sgl-deep-gemm", "0.2.0") / "deep_gemm", root / "deep_gemm")
+    _patch(root, FENCE_PATCH, 1)
+    return root
+
+
+def test_refuses_the_real_unpatched_sglang(sglang_020: Path) -> None:
+    (failure,) = check_sglang(sglang_020, RECIPE.engine_patches)
+    assert failure.component == "sglang"
+    assert "bitexact_patches.py is missing" in failure.problem and str(sglang_020) in failure.problem
+    assert "patch -p2 --fuzz=0" in failure.fix
+
+
+def test_accepts_sglang_after_the_real_series(site: Path) -> None:
+    assert read_applied(site / "sglang" / "srt" / "bitexact_patches.py") == tuple(RECIPE.engine_patches)
+    assert check_sglang(site / "sglang", RECIPE.engine_patches) == []
+
+
+def test_refuses_a_marker_that_differs_from_the_recipe(site: Path) -> None:
+    shorter = RECIPE.engine_patches[:-1]
+    (failure,) = check_sglang(site / "sglang", shorter)
+    assert f"not in the recipe {[RECIPE.engine_patches[-1]]}" in failure.problem
+    (failure,) = check_sglang(site / "sglang", tuple(RECIPE.engine_patches) + ("0005-extra.patch",))
+    assert "missing ['0005-extra.patch']" in failure.problem
+    (failure,) = check_sglang(site / "sglang", tuple(reversed(RECIPE.engine_patches)))
+    assert "order differs" in failure.problem
+
+
+def test_refuses_an_unreadable_marker(tmp_path: Path) -> None:
+    (tmp_path / "srt").mkdir()
+    (tmp_path / "srt" / "bitexact_patches.py").write_text("APPLIED = tuple(x for x in [])\n")
+    (failure,) = check_sglang(tmp_path, RECIPE.engine_patches)
+    assert "cannot read APPLIED" in failure.problem
+
+
+def test_refuses_the_real_unfenced_deep_gemm_header() -> None:
+    root = unpacked_wheel("sgl-deep-gemm", "0.2.0")
+    assert not header_is_fenced((root / RECIPE.deep_gemm_header).read_text())
+    (failure,) = check_deep_gemm(root, RECIPE.deep_gemm_header)
+    assert failure.component == "deep_gemm" and "lacks the sm120 fence" in failure.problem
+    assert "0001-sm120-fence.patch" in failure.fix
+
+
+def test_accepts_the_real_header_after_the_fence_patch(site: Path) -> None:
+    assert check_deep_gemm(site, RECIPE.deep_gemm_header) == []
+
+
+def test_accepts_the_released_0_2_3_header() -> None:
+    assert header_is_fenced((unpacked_wheel("sgl-deep-gemm", "0.2.3") / RECIPE.deep_gemm_header).read_text())
+
+
+def test_a_commented_out_fence_does_not_count(site: Path) -> None:
+    text = (site / RECIPE.deep_gemm_header).read_text()
+    assert not header_is_fenced(text.replace("cutlass::arch::fence_view", "// cutlass::arch::fence_view"))
+
+
+def test_missing_packages_are_named(tmp_path: Path) -> None:
+    failures = preflight(RECIPE, sglang_dir=tmp_path / "nope", deep_gemm_root=tmp_path)
+    assert [f.component for f in failures] == ["sglang", "deep_gemm"]
+    assert "cannot read" in failures[1].problem
+
+
+def test_preflight_finds_the_importable_packages(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(site))
+    assert preflight(RECIPE) == []
+
+
+# The CLI end to end: `--print`, refusal, and the exec of a ready tree (os.execvpe recorded, not run).
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str]) -> tuple[int, list[Any]]:
+    calls: list[Any] = []
+    monkeypatch.setattr(cli.os, "execvpe", lambda *a: calls.append(a))
+    for key in ("BITEXACT_RECIPE", "BITEXACT_DEEP_GEMM", "SGLANG_DG_CACHE_DIR", "HF_HUB_CACHE"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return cli.main(args), calls
+
+
+def test_cli_execs_a_ready_tree(site: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.syspath_prepend(str(site))
+    env = {"BITEXACT_RECIPE": str(RECIPE_PATH), "XDG_CACHE_HOME": str(tmp_path)}
+    code, calls = _run(monkeypatch, ["--variant", "no-spec", "--port", "30001"], env)
+    assert code is None or code == 0
+    ((program, argv, child_env),) = calls
+    assert program == sys.executable and argv[0] == sys.executable
+    assert argv[-2:] == ["--port", "30001"] and "--speculative-algorithm" not in argv
+    assert child_env["HF_HUB_OFFLINE"] == "1"
+    assert Path(child_env["SGLANG_DG_CACHE_DIR"]).parent == tmp_path / "bitexact" / "deep-gemm"
+    assert Path(child_env["SGLANG_DG_CACHE_DIR"]).is_dir()
+
+
+def test_cli_refuses_unpatched_and_says_which(
+    sglang_020: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.syspath_prepend(str(sglang_020.parent))
+    monkeypatch.syspath_prepend(str(unpacked_wheel("sgl-deep-gemm", "0.2.0")))
+    code, calls = _run(monkeypatch, ["--recipe", str(RECIPE_PATH)], {})
+    assert code == 2 and calls == []
+    err = capsys.readouterr().err
+    assert "refusing to start in exact mode" in err
+    assert "sglang: " in err and "bitexact_patches.py is missing" in err
+    assert "deep_gemm: " in err and "lacks the sm120 fence" in err
+
+
+def test_cli_print_needs_no_preflight(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, calls = _run(
+        monkeypatch, ["--recipe", str(RECIPE_PATH), "--variant", "forced-reject", "--print"], {}
+    )
+    assert code == 0 and calls == []
+    out = json.loads(capsys.readouterr().out)
+    assert out["variant"] == "forced-reject" and out["exact"] is True
+    assert out["env"]["SGLANG_SIMULATE_ACC_LEN"] == "1"
+    assert out["argv"][0] == sys.executable
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--", "--tp-size", "2"], "free arguments are not accepted"),
+        (["--variant", "nope"], "unknown variant `nope`"),
+        ([], "no recipe"),
+    ],
+)
+def test_cli_usage_errors(
+    args: list[str], message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if args and args[0] == "--variant":
+        args = ["--recipe", str(RECIPE_PATH)] + args
+    code, calls = _run(monkeypatch, args, {})
+    assert code == 2 and calls == []
+    assert message in capsys.readouterr().err
+
+
+def test_cli_rejects_a_bad_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        _run(monkeypatch, ["--recipe", str(RECIPE_PATH), "--port", "70000"], {})
+    assert exit_info.value.code == 2

@@ -1,0 +1,137 @@
+"""`bitexact-server`: run the recipe's server (or a named variant) with its verbatim argv and env."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from exactlaunch.environment import RECIPE_VAR, LaunchEnv, build_env
+from exactlaunch.preflight import installed_package_dir, preflight
+from exactlaunch.recipe import Recipe, RecipeError, load_recipe
+from exactlaunch.variants import append_serving_flags, apply_variant, variant_named
+
+EXACT_FLAG = "--enable-deterministic-inference"
+PROG = "bitexact-server"
+
+
+@dataclass
+class Launch:
+    recipe: Recipe
+    variant: str
+    argv: list[str]
+    env: LaunchEnv
+
+    @property
+    def exact(self) -> bool:
+        return EXACT_FLAG in self.argv
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Start SGLang with the recipe's argv and environment, verbatim or as a named variant. "
+        "Only serving flags from the recipe's allowlist are added; free arguments are not accepted.",
+    )
+    parser.add_argument("--recipe", type=Path, help=f"recipe JSON (default: ${RECIPE_VAR})")
+    parser.add_argument("--variant", default="recipe", help="variant name from the recipe (default: recipe)")
+    parser.add_argument("--host", help="address to bind (serving flag)")
+    parser.add_argument("--port", type=_port, help="port to listen on (serving flag)")
+    parser.add_argument(
+        "--print", action="store_true", help="print the argv and the env it sets as JSON, exit"
+    )
+    parser.add_argument("--list-variants", action="store_true", help="list the recipe's variants, exit")
+    return parser
+
+
+def _port(text: str) -> str:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"not a TCP port: {text!r}")
+    return str(int(text))
+
+
+def plan(
+    recipe: Recipe,
+    variant: str,
+    serving: Mapping[str, str | None],
+    caller_env: Mapping[str, str],
+    python: str,
+) -> Launch:
+    """Everything the launcher would exec, computed without touching the installed packages' code."""
+    argv, recipe_env = apply_variant(recipe.argv, recipe.env, variant_named(recipe, variant))
+    argv = append_serving_flags(argv, serving, recipe.serving_flags)
+    argv[0] = python
+    deep_gemm = installed_package_dir("deep_gemm")
+    header: bytes | None = None
+    if deep_gemm is not None:
+        try:
+            header = (deep_gemm.parent / recipe.deep_gemm_header).read_bytes()
+        except OSError:
+            header = None
+    env = build_env(
+        caller_env,
+        recipe_env,
+        installed_deep_gemm=deep_gemm.parent if deep_gemm is not None else None,
+        installed_header=header,
+    )
+    return Launch(recipe=recipe, variant=variant, argv=argv, env=env)
+
+
+def _fail(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    argv_in = list(sys.argv[1:] if args is None else args)
+    if "--" in argv_in:
+        return _fail(
+            "`--` and free arguments are not accepted: the argv is the recipe's; add a variant to the recipe"
+        )
+    options = _parser().parse_args(argv_in)
+    recipe_path = options.recipe or (Path(os.environ[RECIPE_VAR]) if os.environ.get(RECIPE_VAR) else None)
+    if recipe_path is None:
+        return _fail(f"no recipe: pass --recipe PATH or set {RECIPE_VAR} (the Nix wrapper sets it)")
+    try:
+        recipe = load_recipe(recipe_path)
+        if options.list_variants:
+            for name, variant in sorted(recipe.variants.items()):
+                print(f"{name}\t{variant.description}")
+            return 0
+        serving = {"--host": options.host, "--port": options.port}
+        launch = plan(recipe, options.variant, serving, dict(os.environ), sys.executable)
+    except RecipeError as error:
+        return _fail(str(error))
+
+    for note in launch.env.notes:
+        print(f"{PROG}: note: {note}", file=sys.stderr)
+    if options.print:
+        summary = {
+            "variant": launch.variant,
+            "exact": launch.exact,
+            "argv": launch.argv,
+            "env": launch.env.decided,
+        }
+        print(json.dumps(summary, indent=2))
+        return 0
+    if launch.exact:
+        failures = preflight(recipe)
+        if failures:
+            print(f"{PROG}: refusing to start in exact mode ({EXACT_FLAG}):", file=sys.stderr)
+            for failure in failures:
+                print(f"  {failure}".replace("\n", "\n  "), file=sys.stderr)
+            return 2
+    cache = launch.env.decided.get("SGLANG_DG_CACHE_DIR")
+    if cache:
+        Path(cache).mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvpe(launch.argv[0], launch.argv, launch.env.full)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""The server's environment: the recipe's variables plus what the launcher pins (CUDA, JIT cache, weights).
+
+The Nix wrapper passes its store paths in BITEXACT_* variables; without them (a non-Nix install) the
+launcher keeps the caller's settings and says so on stderr.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RECIPE_VAR = "BITEXACT_RECIPE"
+DEEP_GEMM_VAR = "BITEXACT_DEEP_GEMM"
+CUDA_HOME_VAR = "BITEXACT_CUDA_HOME"
+HF_CACHE_VAR = "BITEXACT_HF_HUB_CACHE"
+
+
+@dataclass
+class LaunchEnv:
+    """The child's full environment, the part the launcher decided, and notes for stderr."""
+
+    full: dict[str, str]
+    decided: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def cache_home(environ: Mapping[str, str]) -> Path:
+    """${XDG_CACHE_HOME:-~/.cache}."""
+    if environ.get("XDG_CACHE_HOME"):
+        return Path(environ["XDG_CACHE_HOME"])
+    home = environ.get("HOME")
+    return (Path(home) if home else Path.home()) / ".cache"
+
+
+def deep_gemm_cache_key(deep_gemm: str, header: bytes | None = None) -> str:
+    """The JIT cache key: a store path names immutable files, so the path alone suffices; a path outside
+    the store can change in place, so its fenced header's content is folded in when given."""
+    digest = hashlib.sha256(deep_gemm.encode())
+    if header is not None:
+        digest.update(b"\0" + hashlib.sha256(header).digest())
+    return digest.hexdigest()[:32]
+
+
+def deep_gemm_cache_dir(environ: Mapping[str, str], key: str) -> Path:
+    return cache_home(environ) / "bitexact" / "deep-gemm" / key
+
+
+def build_env(
+    caller: Mapping[str, str],
+    recipe_env: Mapping[str, str],
+    *,
+    installed_deep_gemm: Path | None = None,
+    installed_header: bytes | None = None,
+) -> LaunchEnv:
+    """The server's environment from the caller's, the recipe/variant env and the BITEXACT_* pins.
+
+    `installed_deep_gemm` (the site-packages root that holds deep_gemm) keys the JIT cache when the
+    Nix wrapper did not name the store path; `installed_header` is its fenced header's bytes.
+    """
+    out = LaunchEnv(full=dict(caller))
+
+    def decide(key: str, value: str) -> None:
+        out.full[key] = value
+        out.decided[key] = value
+
+    for key, value in recipe_env.items():
+        if key in caller and caller[key] != value:
+            out.notes.append(f"{key}={caller[key]!r} from the caller is replaced by the recipe's {value!r}")
+        decide(key, value)
+
+    decide("HF_HUB_OFFLINE", "1")
+    if caller.get(HF_CACHE_VAR):
+        decide("HF_HUB_CACHE", caller[HF_CACHE_VAR])
+    elif caller.get("HF_HUB_CACHE"):
+        out.notes.append(
+            f"no baked weights ({HF_CACHE_VAR} unset): "
+            f"using the caller's HF_HUB_CACHE={caller['HF_HUB_CACHE']}"
+        )
+        decide("HF_HUB_CACHE", caller["HF_HUB_CACHE"])
+    else:
+        out.notes.append(
+            f"no baked weights ({HF_CACHE_VAR} unset) and HF_HUB_CACHE unset: "
+            "huggingface_hub's default cache (under HF_HOME) must hold the model and drafter"
+        )
+
+    if caller.get(CUDA_HOME_VAR):
+        decide("CUDA_HOME", caller[CUDA_HOME_VAR])
+    elif caller.get("CUDA_HOME"):
+        out.notes.append(
+            f"{CUDA_HOME_VAR} unset: DeepGEMM/FlashInfer JIT compile with the caller's "
+            f"CUDA_HOME={caller['CUDA_HOME']}"
+        )
+    else:
+        out.notes.append(f"{CUDA_HOME_VAR} and CUDA_HOME unset: the JIT compilers look for nvcc themselves")
+
+    if caller.get("SGLANG_DG_CACHE_DIR"):
+        out.notes.append(f"SGLANG_DG_CACHE_DIR set by the caller is kept: {caller['SGLANG_DG_CACHE_DIR']}")
+    elif caller.get(DEEP_GEMM_VAR):
+        decide(
+            "SGLANG_DG_CACHE_DIR",
+            str(deep_gemm_cache_dir(caller, deep_gemm_cache_key(caller[DEEP_GEMM_VAR]))),
+        )
+    elif installed_deep_gemm is not None:
+        key = deep_gemm_cache_key(str(installed_deep_gemm), installed_header)
+        decide("SGLANG_DG_CACHE_DIR", str(deep_gemm_cache_dir(caller, key)))
+    else:
+        out.notes.append("deep_gemm not found: SGLANG_DG_CACHE_DIR left to SGLang's default")
+    return out
