@@ -1,0 +1,82 @@
+"""Helpers for the weights/image tests: evaluate builtins-only Nix with the real nix-instantiate, write
+real files with their real hashes into a manifest, and lay out a hub cache as the Nix plan says."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+LIB = REPO / "nix" / "lib"
+RECIPE_PATH = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
+NIX_CONFIG = (
+    "experimental-features = nix-command flakes\nsubstituters =\nbuild-users-group =\nsandbox = false"
+)
+
+
+def _run(expr: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NIX_CONFIG": NIX_CONFIG}
+    cmd = ["nix-instantiate", "--eval", "--strict", "--json", "--expr", expr]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+
+
+def nix_eval(expr: str) -> Any:
+    """The JSON value of a Nix expression (paths resolve from the repository root)."""
+    done = _run(expr)
+    if done.returncode != 0:
+        raise AssertionError(f"nix-instantiate failed on {expr!r}:\n{done.stderr}")
+    return json.loads(done.stdout)
+
+
+def nix_error(expr: str) -> str:
+    """The error text of an expression that must fail to evaluate."""
+    done = _run(expr)
+    assert done.returncode != 0, f"expected an evaluation error, got {done.stdout!r}"
+    return done.stderr
+
+
+def nix_str(value: str) -> str:
+    """A Nix string literal for `value` (JSON string syntax is valid Nix once `$` is escaped)."""
+    return json.dumps(value).replace("${", "\\${")
+
+
+def nix_value(value: Any) -> str:
+    """A Nix expression for JSON-able data (through builtins.fromJSON, so no hand-written Nix)."""
+    return f"(builtins.fromJSON {nix_str(json.dumps(value))})"
+
+
+def write_repo(root: Path, repo: str, revision: str, files: dict[str, bytes]) -> dict[str, Any]:
+    """Write `files` under root/<org>--<name>/ and return their manifest in the contract's schema, with
+    each file's real sha256 (as the lock tool writes it) and `lfs` for the big-file suffixes."""
+    base = root / repo.replace("/", "--")
+    entries = []
+    for rel, data in sorted(files.items()):
+        path = base / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        entries.append(
+            {
+                "path": rel,
+                "size": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "lfs": rel.endswith(".safetensors"),
+            }
+        )
+    return {"repo": repo, "revision": revision, "files": entries}
+
+
+def materialize(layout: dict[str, Any], files: dict[str, Path], cache: Path) -> None:
+    """Build the hub cache the plan describes: links to the fetched files (here: the written files,
+    keyed by the spec's store name) and the text files (refs), written byte for byte."""
+    for link in layout["links"]:
+        target = cache / link["target"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(files[link["name"]])
+    for text in layout["texts"]:
+        target = cache / text["target"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text["text"])
