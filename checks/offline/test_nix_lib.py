@@ -1,0 +1,197 @@
+"""nix/lib (builtins only) evaluated with real Nix: recipe -> argv/env per variant, serving flags,
+pins -> fetch specs, and the one-line errors for absent pins and bad edits."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPE = ROOT / "nix" / "recipes" / "qwen3.8-27b-exact.json"
+FIXTURES = ROOT / "nix" / "lib" / "tests" / "fixtures"
+LOCK_HINT = "run `nix run .#lock` on a machine with network access"
+
+pytestmark = pytest.mark.skipif(shutil.which("nix-instantiate") is None, reason="nix-instantiate not on PATH")
+
+
+def nix_eval(expr: str) -> subprocess.CompletedProcess[str]:
+    """Evaluate `expr` strictly, with `lib` (nix/lib) and `r` (the recipe) in scope."""
+    wrapped = f"let lib = import {ROOT}/nix/lib; r = lib.recipe.load {RECIPE}; in {expr}"
+    return subprocess.run(
+        ["nix-instantiate", "--eval", "--strict", "--json", "-E", wrapped],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def value(expr: str) -> Any:
+    done = nix_eval(expr)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def error(expr: str) -> str:
+    done = nix_eval(expr)
+    assert done.returncode != 0, f"expected an evaluation error, got {done.stdout}"
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert lines, done.stderr
+    return lines[-1]
+
+
+def recipe_json() -> dict[str, Any]:
+    return json.loads(RECIPE.read_text())
+
+
+def test_in_nix_unit_tests_pass() -> None:
+    result = value(f"import {ROOT}/nix/lib/tests")
+    assert result["failures"] == []
+    assert result["count"] >= 40
+
+
+def test_recipe_variant_is_the_verbatim_argv_and_env() -> None:
+    launch = value('lib.recipe.launch r "recipe"')
+    assert launch["argv"] == recipe_json()["launch"]["argv"]
+    assert launch["argv"][:3] == ["python", "-m", "sglang.launch_server"]
+    assert launch["env"] == {"SGLANG_BATCH_INVARIANT_OPS_SMALL_M_TRITON": "16"}
+    assert launch["speculative"] is True
+
+
+def test_no_spec_removes_the_three_speculative_flags_with_their_values() -> None:
+    argv = value('(lib.recipe.launch r "no-spec").argv')
+    base = recipe_json()["launch"]["argv"]
+    removed = [
+        "--speculative-algorithm",
+        "DFLASH",
+        "--speculative-draft-model-path",
+        "incoai/Qwen3.8-27B-DFlash2",
+        "--speculative-num-draft-tokens",
+        "8",
+    ]
+    at = base.index(removed[0])
+    assert base[at : at + 6] == removed  # the recipe keeps the three flags together
+    assert argv == base[:at] + base[at + 6 :]
+    assert not any(item.startswith("--speculative") for item in argv)
+    assert value('(lib.recipe.launch r "no-spec").speculative') is False
+
+
+def test_forced_reject_only_adds_env() -> None:
+    launch = value('lib.recipe.launch r "forced-reject"')
+    assert launch["argv"] == recipe_json()["launch"]["argv"]
+    assert launch["env"] == {
+        "SGLANG_BATCH_INVARIANT_OPS_SMALL_M_TRITON": "16",
+        "SGLANG_SIMULATE_ACC_LEN": "1",
+        "SGLANG_SIMULATE_ACC_TOKEN_MODE": "real-draft-token",
+    }
+
+
+@pytest.mark.parametrize(
+    ("variant", "flag", "new"),
+    [
+        ("max-seqs-32", "--max-running-requests", "32"),
+        ("backend-flashinfer", "--attention-backend", "flashinfer"),
+    ],
+)
+def test_set_replaces_the_value_in_place(variant: str, flag: str, new: str) -> None:
+    argv = value(f'(lib.recipe.launch r "{variant}").argv')
+    base = recipe_json()["launch"]["argv"]
+    at = base.index(flag)
+    assert argv == base[: at + 1] + [new] + base[at + 2 :]
+
+
+def test_inflight_is_a_client_setting() -> None:
+    launch = value('lib.recipe.launch r "inflight-8"')
+    assert launch["client"] == {"inflight": 8}
+    assert launch["argv"] == recipe_json()["launch"]["argv"]
+
+
+def test_every_variant_of_the_recipe_evaluates() -> None:
+    names = value("lib.recipe.variantNames r")
+    assert sorted(names) == sorted(recipe_json()["variants"])
+    for name in names:
+        assert value(f'(lib.recipe.launch r "{name}").argv')[:3] == ["python", "-m", "sglang.launch_server"]
+
+
+def test_serving_flags_follow_the_argv_in_allowlist_order() -> None:
+    argv = value('lib.recipe.command r "no-spec" { "--port" = 30000; "--host" = "0.0.0.0"; }')
+    assert argv[-4:] == ["--host", "0.0.0.0", "--port", "30000"]
+    assert argv[:-4] == value('(lib.recipe.launch r "no-spec").argv')
+
+
+def test_errors_name_the_problem() -> None:
+    assert "no variant 'nope'" in error('lib.recipe.launch r "nope"')
+    assert "--tp-size not a serving flag (allowed: --host, --port)" in error(
+        'lib.recipe.command r "recipe" { "--tp-size" = 2; }'
+    )
+    toy = (
+        '{ name = "toy"; launch = { argv = [ "srv" "--a" "1" "--flag" ]; env = { }; servingFlags = [ ]; }; '
+        "variants = { "
+        'u.speculative = true; u.unset = [ "--nope" ]; s.speculative = true; s.set."--flag" = "x"; }; }'
+    )
+    assert "cannot unset --nope: it is not in the argv" in error(f'lib.recipe.launch {toy} "u"')
+    assert "cannot set --flag: it is in the argv without a value" in error(f'lib.recipe.launch {toy} "s"')
+
+
+def test_github_pin_becomes_fetch_from_github_arguments() -> None:
+    spec = value(f'lib.pins.githubSrc "sglang-src" (lib.pins.read {FIXTURES}/pins-complete/sglang-src.json)')
+    assert spec == {
+        "owner": "sgl-project",
+        "repo": "sglang",
+        "rev": "542a043f1b68796d269ef1ee11be7865f8d4a5f1",
+        "hash": "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",
+    }
+
+
+def test_absent_hash_throws_one_line_naming_the_lock_command() -> None:
+    message = error(
+        f'lib.pins.githubSrc "nix/pins/sglang-src.json" (lib.pins.read {ROOT}/nix/pins/sglang-src.json)'
+    )
+    assert message.startswith("error: nix/pins/sglang-src.json narHash for sgl-project/sglang@542a043f")
+    assert LOCK_HINT in message
+    cargo = error(
+        f'lib.pins.cargoOutputHashes "nix/pins/sglang-cargo.json" (lib.pins.read {ROOT}/nix/pins/none.json)'
+    )
+    assert LOCK_HINT in cargo
+
+
+def test_committed_sglang_pin_matches_the_recipe_and_has_no_invented_hash() -> None:
+    pin = json.loads((ROOT / "nix" / "pins" / "sglang-src.json").read_text())
+    engine = recipe_json()["engine"]
+    assert f"{pin['owner']}/{pin['repo']}" == engine["repo"]
+    assert pin["rev"] == engine["rev"]
+    # Filled only by `nix run .#lock`; when present it must be an SRI sha256.
+    if "narHash" in pin:
+        assert value(f"lib.pins.isSriSha256 {json.dumps(pin['narHash'])}") is True
+
+
+def test_missing_pins_are_listed_for_the_pins_check() -> None:
+    missing = value(
+        f"lib.pins.missing {{ pinsDir = {FIXTURES}/pins-partial; manifestsDir = {FIXTURES}/manifests; "
+        'repos = [ "Qwen/Qwen3.8-27B" "incoai/Qwen3.8-27B-DFlash2" ]; wheelStubs = [ "cuda-tile" ]; }'
+    )
+    assert missing == [
+        "nix/pins/sglang-src.json: narHash",
+        "nix/pins/sglang-cargo.json: outputHashes",
+        "nix/pins/wheel-stubs.json: cuda-tile",
+        "weights manifest: incoai/Qwen3.8-27B-DFlash2",
+    ]
+
+
+def test_cargo_locks_merge_into_one_vendor_list() -> None:
+    text = value(f"lib.cargo.mergedLockText (map lib.cargo.parse (lib.cargo.lockFiles {FIXTURES}/rust))")
+    packages = [block for block in text.split("[[package]]") if "name =" in block]
+    names = [block.split('name = "')[1].split('"')[0] for block in packages]
+    assert names == ["serde", "tch", "tonic"]  # serde is in both locks, vendored once
+    git = value(f"lib.cargo.gitDependencies (map lib.cargo.parse (lib.cargo.lockFiles {FIXTURES}/rust))")
+    assert git == ["tonic-0.12.3"]
+
+
+def test_patch_series_is_every_patch_file_in_name_order() -> None:
+    assert value(f"lib.patches.names {FIXTURES}/patches") == ["0001-a.patch", "0002-b.patch"]
+    real = sorted(p.name for p in (ROOT / "patches" / "sglang").glob("*.patch"))
+    assert value(f"lib.patches.names {ROOT}/patches/sglang") == real

@@ -1,0 +1,478 @@
+# Unit tests of nix/lib, builtins only. Evaluates to the list of failing cases ([ ] = pass), so
+# both `nix-instantiate --eval --strict` (checks/offline/test_nix_lib.py) and a flake check
+# derivation (nix/cpu-checks.nix) can run it. Expected values are written out, not recomputed.
+let
+  lib = import ../.;
+  inherit (lib) recipe pins cargo;
+  fx = ./fixtures;
+  r = recipe.load ../../recipes/qwen3.8-27b-exact.json;
+
+  # A small recipe that exercises the edit semantics beyond the real one.
+  toy = {
+    name = "toy";
+    launch = {
+      argv = [
+        "python"
+        "-m"
+        "srv"
+        "--a"
+        "1"
+        "--flag"
+        "--b"
+        "2"
+      ];
+      env.X = "1";
+      servingFlags = [
+        "--host"
+        "--port"
+      ];
+    };
+    variants = {
+      drop-valueless = {
+        speculative = false;
+        unset = [ "--flag" ];
+      };
+      drop-valued = {
+        speculative = false;
+        unset = [ "--a" ];
+      };
+      append-two = {
+        speculative = false;
+        set = {
+          "--z" = "26";
+          "--y" = "25";
+        };
+      };
+      set-valueless = {
+        speculative = false;
+        set."--flag" = "on";
+      };
+      unset-absent = {
+        speculative = false;
+        unset = [ "--nope" ];
+      };
+      env-over = {
+        speculative = false;
+        env = {
+          X = "2";
+          Y = "3";
+        };
+      };
+    };
+  };
+
+  # Repeated flags and a serving flag already in argv; no "recipe" entry in variants.
+  dup = {
+    name = "dup";
+    launch = {
+      argv = [
+        "srv"
+        "--a"
+        "1"
+        "--port"
+        "9"
+        "--a"
+        "2"
+      ];
+      env = { };
+      servingFlags = [ "--port" ];
+    };
+    variants = {
+      unset-a = {
+        speculative = true;
+        unset = [ "--a" ];
+      };
+      set-a = {
+        speculative = true;
+        set."--a" = "3";
+      };
+      set-dashes = {
+        speculative = true;
+        set."--a" = "--b";
+      };
+    };
+  };
+
+  # True when evaluating `v` deeply throws (the message is checked by pytest).
+  throws = v: !(builtins.tryEval (builtins.deepSeq v v)).success;
+
+  base = r.launch.argv;
+  specFlags = [
+    "--speculative-algorithm"
+    "DFLASH"
+    "--speculative-draft-model-path"
+    "incoai/Qwen3.8-27B-DFlash2"
+    "--speculative-num-draft-tokens"
+    "8"
+  ];
+  head6 = [
+    "python"
+    "-m"
+    "sglang.launch_server"
+    "--model-path"
+    "Qwen/Qwen3.8-27B"
+    "--enable-deterministic-inference"
+  ];
+  tail10 = [
+    "--mamba-ssm-dtype"
+    "float32"
+    "--max-running-requests"
+    "8"
+    "--chunked-prefill-size"
+    "8192"
+    "--mem-fraction-static"
+    "0.88"
+    "--context-length"
+    "262144"
+    "--disable-radix-cache"
+  ];
+
+  cases = {
+    recipeIsVerbatim = {
+      expr = (recipe.launch r "recipe").argv;
+      expected =
+        head6
+        ++ [
+          "--attention-backend"
+          "triton"
+        ]
+        ++ specFlags
+        ++ tail10;
+    };
+    recipeEnv = {
+      expr = (recipe.launch r "recipe").env;
+      expected.SGLANG_BATCH_INVARIANT_OPS_SMALL_M_TRITON = "16";
+    };
+    noSpecDropsSpeculation = {
+      expr = recipe.launch r "no-spec";
+      expected = {
+        argv =
+          head6
+          ++ [
+            "--attention-backend"
+            "triton"
+          ]
+          ++ tail10;
+        env.SGLANG_BATCH_INVARIANT_OPS_SMALL_M_TRITON = "16";
+        speculative = false;
+        client = { };
+      };
+    };
+    forcedRejectEnv = {
+      expr = recipe.launch r "forced-reject";
+      expected = {
+        argv = base;
+        env = {
+          SGLANG_BATCH_INVARIANT_OPS_SMALL_M_TRITON = "16";
+          SGLANG_SIMULATE_ACC_LEN = "1";
+          SGLANG_SIMULATE_ACC_TOKEN_MODE = "real-draft-token";
+        };
+        speculative = true;
+        client = { };
+      };
+    };
+    inflightIsClientSide = {
+      expr = recipe.launch r "inflight-8";
+      expected = {
+        argv = base;
+        env.SGLANG_BATCH_INVARIANT_OPS_SMALL_M_TRITON = "16";
+        speculative = true;
+        client.inflight = 8;
+      };
+    };
+    maxSeqsReplacesValue = {
+      expr = (recipe.launch r "max-seqs-32").argv;
+      expected =
+        head6
+        ++ [
+          "--attention-backend"
+          "triton"
+        ]
+        ++ specFlags
+        ++ [
+          "--mamba-ssm-dtype"
+          "float32"
+          "--max-running-requests"
+          "32"
+          "--chunked-prefill-size"
+          "8192"
+          "--mem-fraction-static"
+          "0.88"
+          "--context-length"
+          "262144"
+          "--disable-radix-cache"
+        ];
+    };
+    backendReplacesValue = {
+      expr = (recipe.launch r "backend-flashinfer").argv;
+      expected =
+        head6
+        ++ [
+          "--attention-backend"
+          "flashinfer"
+        ]
+        ++ specFlags
+        ++ tail10;
+    };
+    variantNames = {
+      expr = recipe.variantNames r;
+      expected = [
+        "backend-flashinfer"
+        "forced-reject"
+        "inflight-8"
+        "max-seqs-32"
+        "no-spec"
+        "recipe"
+      ];
+    };
+    servingFlagsAppendedInAllowlistOrder = {
+      expr = recipe.command r "recipe" {
+        "--port" = 30000;
+        "--host" = "0.0.0.0";
+      };
+      expected = base ++ [
+        "--host"
+        "0.0.0.0"
+        "--port"
+        "30000"
+      ];
+    };
+    noServingFlags = {
+      expr = recipe.command r "recipe" { };
+      expected = base;
+    };
+    servingFlagOutsideAllowlistThrows = {
+      expr = throws (recipe.command r "recipe" { "--tp-size" = "2"; });
+      expected = true;
+    };
+    unknownVariantThrows = {
+      expr = throws (recipe.launch r "no-such-variant");
+      expected = true;
+    };
+    unsetValuelessFlag = {
+      expr = (recipe.launch toy "drop-valueless").argv;
+      expected = [
+        "python"
+        "-m"
+        "srv"
+        "--a"
+        "1"
+        "--b"
+        "2"
+      ];
+    };
+    unsetValuedFlag = {
+      expr = (recipe.launch toy "drop-valued").argv;
+      expected = [
+        "python"
+        "-m"
+        "srv"
+        "--flag"
+        "--b"
+        "2"
+      ];
+    };
+    setAppendsMissingFlagsSorted = {
+      expr = (recipe.launch toy "append-two").argv;
+      expected = toy.launch.argv ++ [
+        "--y"
+        "25"
+        "--z"
+        "26"
+      ];
+    };
+    setValuelessFlagThrows = {
+      expr = throws (recipe.launch toy "set-valueless");
+      expected = true;
+    };
+    unsetAbsentFlagThrows = {
+      expr = throws (recipe.launch toy "unset-absent");
+      expected = true;
+    };
+    unsetRemovesEveryOccurrence = {
+      expr = (recipe.launch dup "unset-a").argv;
+      expected = [
+        "srv"
+        "--port"
+        "9"
+      ];
+    };
+    setReplacesEveryOccurrence = {
+      expr = (recipe.launch dup "set-a").argv;
+      expected = [
+        "srv"
+        "--a"
+        "3"
+        "--port"
+        "9"
+        "--a"
+        "3"
+      ];
+    };
+    setValueStartingWithDashesThrows = {
+      expr = throws (recipe.launch dup "set-dashes");
+      expected = true;
+    };
+    recipeVariantIsIdentityWhenUnlisted = {
+      expr = recipe.launch dup "recipe";
+      expected = {
+        argv = dup.launch.argv;
+        env = { };
+        speculative = true;
+        client = { };
+      };
+    };
+    servingFlagAlreadyInArgvThrows = {
+      expr = throws (recipe.command dup "recipe" { "--port" = 1; });
+      expected = true;
+    };
+    envMergedOver = {
+      expr = (recipe.launch toy "env-over").env;
+      expected = {
+        X = "2";
+        Y = "3";
+      };
+    };
+
+    githubSrcComplete = {
+      expr = pins.githubSrc "sglang-src" (pins.read (fx + "/pins-complete/sglang-src.json"));
+      expected = {
+        owner = "sgl-project";
+        repo = "sglang";
+        rev = "542a043f1b68796d269ef1ee11be7865f8d4a5f1";
+        hash = "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=";
+      };
+    };
+    githubSrcAbsentHashThrows = {
+      expr = throws (pins.githubSrc "sglang-src" (pins.read (fx + "/pins-partial/sglang-src.json")));
+      expected = true;
+    };
+    githubSrcMissingFileThrows = {
+      expr = throws (pins.githubSrc "sglang-src" (pins.read (fx + "/pins-partial/nope.json")));
+      expected = true;
+    };
+    githubSrcBadRevThrows = {
+      expr = throws (
+        pins.githubSrc "x" {
+          owner = "o";
+          repo = "r";
+          rev = "main";
+          narHash = "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=";
+        }
+      );
+      expected = true;
+    };
+    cargoHashesAbsentThrows = {
+      expr = throws (pins.cargoOutputHashes "sglang-cargo" (pins.read (fx + "/pins-partial/sglang-cargo.json")));
+      expected = true;
+    };
+    cargoHashesPresent = {
+      expr = pins.cargoOutputHashes "sglang-cargo" (pins.read (fx + "/pins-complete/sglang-cargo.json"));
+      expected = { };
+    };
+    urlSrcPresent = {
+      expr = pins.urlSrc "cuda-tile" (pins.read (fx + "/pins-complete/wheel-stubs.json"))."cuda-tile";
+      expected = {
+        url = "https://example.invalid/cuda_tile-1.6.0rc5-py3-none-any.whl";
+        hash = "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=";
+      };
+    };
+    urlSrcAbsentThrows = {
+      expr = throws (pins.urlSrc "cuda-tile" null);
+      expected = true;
+    };
+    missingWhenPartial = {
+      expr = pins.missing {
+        pinsDir = fx + "/pins-partial";
+        manifestsDir = fx + "/manifests";
+        repos = [
+          "Qwen/Qwen3.8-27B"
+          "incoai/Qwen3.8-27B-DFlash2"
+        ];
+        wheelStubs = [ "cuda-tile" ];
+      };
+      expected = [
+        "nix/pins/sglang-src.json: narHash"
+        "nix/pins/sglang-cargo.json: outputHashes"
+        "nix/pins/wheel-stubs.json: cuda-tile"
+        "weights manifest: incoai/Qwen3.8-27B-DFlash2"
+      ];
+    };
+    missingWhenComplete = {
+      expr = pins.missing {
+        pinsDir = fx + "/pins-complete";
+        manifestsDir = fx + "/manifests";
+        repos = [ "Qwen/Qwen3.8-27B" ];
+        wheelStubs = [ "cuda-tile" ];
+      };
+      expected = [ ];
+    };
+
+    cargoLockFilesFound = {
+      expr = map (p: baseNameOf (dirOf p)) (cargo.lockFiles (fx + "/rust"));
+      expected = [
+        "rust"
+        "ext"
+      ];
+    };
+    cargoGitDependencies = {
+      expr = cargo.gitDependencies (map cargo.parse (cargo.lockFiles (fx + "/rust")));
+      expected = [ "tonic-0.12.3" ];
+    };
+    cargoMissingOutputHashes = {
+      expr = cargo.missingOutputHashes (map cargo.parse (cargo.lockFiles (fx + "/rust"))) { };
+      expected = [ "tonic-0.12.3" ];
+    };
+    cargoMergedLockIsUnionWithoutDuplicates = {
+      expr = map (p: "${p.name}-${p.version}") (
+        builtins.fromTOML (cargo.mergedLockText (map cargo.parse (cargo.lockFiles (fx + "/rust"))))
+      ).package;
+      expected = [
+        "serde-1.0.200"
+        "tch-0.22.0"
+        "tonic-0.12.3"
+      ];
+    };
+
+    patchSeriesInNameOrder = {
+      expr = lib.patches.names (fx + "/patches");
+      expected = [
+        "0001-a.patch"
+        "0002-b.patch"
+      ];
+    };
+    unfreeOnlyNvidia = {
+      expr = map lib.unfree.allowed [
+        "cuda_nvcc"
+        "libcublas"
+        "nvidia-x11"
+        "cudnn"
+        "steam"
+        "vscode"
+        "python3.12-torch"
+      ];
+      expected = [
+        true
+        true
+        true
+        true
+        false
+        false
+        false
+      ];
+    };
+    patchSeriesOfMissingDirIsEmpty = {
+      expr = lib.patches.names (fx + "/no-such-dir");
+      expected = [ ];
+    };
+  };
+
+  failures = builtins.filter (n: cases.${n}.expr != cases.${n}.expected) (builtins.attrNames cases);
+in
+{
+  count = builtins.length (builtins.attrNames cases);
+  failures = map (n: {
+    name = n;
+    inherit (cases.${n}) expr expected;
+  }) failures;
+}
