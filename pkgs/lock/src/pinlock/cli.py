@@ -1,0 +1,177 @@
+"""`pinlock` (`nix run .#lock`): fill the pins that need a network, or report which are absent."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pinlock import commands, hf
+from pinlock.hf import ManifestError
+from pinlock.nar import nar_sha256, nix32, sri
+from pinlock.net import NetError
+from pinlock.pins import PinError, find_root
+from pinlock.unpack import UnpackError
+
+FAILURES = (PinError, NetError, ManifestError, UnpackError, ValueError, OSError)
+
+
+def _default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "bitexact" / "pinlock"
+
+
+def _repo_at_rev(text: str) -> tuple[str, str | None]:
+    repo, _, rev = text.partition("@")
+    return hf.check_repo(repo), (rev or None)
+
+
+def _assignment(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not value.startswith("sha256-"):
+        raise argparse.ArgumentTypeError(f"expected NAME-VERSION=sha256-..., got {text!r}")
+    return key, value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pinlock",
+        description="Fill the pins of the bit-exact SGLang flake that need a network: the SGLang source "
+        "narHash (nix/pins/sglang-src.json), its Cargo git dependency hashes (nix/pins/sglang-cargo.json), "
+        "Hugging Face weight manifests (pkgs/weights/manifests/) and the uv lock (pkgs/server-env/uv.lock). "
+        "Finished pins are skipped; commit nix/pins/ and pkgs/weights/manifests/ afterwards.",
+    )
+    parser.add_argument(
+        "--root", type=Path, help="the flake checkout (default: found from the working directory)"
+    )
+    parser.add_argument(
+        "--cache-dir", type=Path, help="downloads (default: $XDG_CACHE_HOME/bitexact/pinlock)"
+    )
+    parser.add_argument(
+        "--recipe", type=Path, help="recipe JSON (default: nix/recipes/qwen3.8-27b-exact.json)"
+    )
+    parser.add_argument("--force", action="store_true", help="recompute pins that are already present")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("all", help="everything still absent (the default)")
+    sub.add_parser("src", help="narHash of the SGLang source at the pinned rev")
+    cargo = sub.add_parser("cargo", help="outputHashes of the git dependencies in SGLang's Cargo locks")
+    cargo.add_argument(
+        "--cargo-dir", default="rust", help="directory of the Cargo workspaces (default: rust)"
+    )
+    cargo.add_argument(
+        "--set", type=_assignment, action="append", default=[], metavar="NAME-VERSION=HASH",
+        help="a hash computed elsewhere (e.g. nix-prefetch-git) for a dependency a tarball cannot give",
+    )  # fmt: skip
+    weights = sub.add_parser("weights", help="weights manifests (default: the recipe's model and drafter)")
+    weights.add_argument(
+        "repos", nargs="*", metavar="ORG/NAME@REV", help="repos to pin instead of the recipe's"
+    )
+    weights.add_argument(
+        "--snapshot", type=Path, help="hash the files of a local snapshot directory instead of asking the Hub"
+    )
+    uv = sub.add_parser("uv", help="refresh pkgs/server-env/uv.lock with uv")
+    uv.add_argument("--upgrade", action="store_true", help="re-resolve every package (within exclude-newer)")
+    sub.add_parser("status", help="list present and absent pins; exit 1 when any is absent")
+    hash_path = sub.add_parser("hash-path", help="NAR hash of a local path, as `nix hash path` prints it")
+    hash_path.add_argument("path", type=Path)
+    hash_path.add_argument("--base32", action="store_true", help="Nix base32 instead of SRI")
+    return parser
+
+
+def _weights_targets(ctx: commands.Context, repos: list[str], snapshot: Path | None) -> list[tuple[str, str]]:
+    if not repos:
+        if snapshot is not None:
+            raise PinError(
+                "--snapshot needs the repo it holds: pinlock weights ORG/NAME[@REV] --snapshot DIR"
+            )
+        return commands.recipe_repos(ctx)
+    if snapshot is not None and len(repos) != 1:
+        raise PinError("--snapshot takes exactly one ORG/NAME[@REV]")
+    targets = []
+    for text in repos:
+        repo, rev = _repo_at_rev(text)
+        if rev is None and snapshot is not None:
+            rev = hf.snapshot_revision(snapshot)
+        if rev is None:
+            raise PinError(f"{text}: give the commit as ORG/NAME@REV (40 hex digits)")
+        targets.append((repo, rev))
+    return targets
+
+
+def _run_steps(steps: list[tuple[str, Callable[[], None]]]) -> int:
+    failed = []
+    for name, step in steps:
+        try:
+            step()
+        except FAILURES as error:
+            print(f"pinlock: error: {name}: {error}", file=sys.stderr)
+            failed.append(name)
+    if failed:
+        print(
+            f"pinlock: {len(failed)} step(s) failed: {', '.join(failed)}; finished pins were kept",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = _parser().parse_args(argv)
+    if options.command == "hash-path":
+        try:
+            digest = nar_sha256(options.path)
+        except FAILURES as error:
+            print(f"pinlock: error: {error}", file=sys.stderr)
+            return 1
+        print(nix32(digest) if options.base32 else sri(digest))
+        return 0
+    try:
+        root = (options.root or find_root(Path.cwd())).resolve()
+    except PinError as error:
+        print(f"pinlock: error: {error}", file=sys.stderr)
+        return 2
+    ctx = commands.Context(
+        root=root,
+        cache=options.cache_dir or _default_cache(),
+        force=options.force,
+        recipe_path=options.recipe,
+    )
+    command = options.command or "all"
+    if command == "status":
+        rows = commands.status(ctx)
+        for what, pinned in rows:
+            print(f"{'pinned' if pinned else 'ABSENT'}  {what}")
+        return 0 if all(pinned for _, pinned in rows) else 1
+    if command == "uv":
+        return _run_steps([("uv", lambda: commands.lock_uv(ctx, options.upgrade))])
+    with commands.workspace(ctx):
+        steps: list[tuple[str, Callable[[], None]]] = []
+        if command in ("all", "src"):
+            steps.append(("src", lambda: commands.lock_src(ctx)))
+        if command in ("all", "cargo"):
+            manual = dict(getattr(options, "set", []))
+            cargo_dir = getattr(options, "cargo_dir", "rust")
+            steps.append(("cargo", lambda: commands.lock_cargo(ctx, cargo_dir, manual)))
+        if command in ("all", "weights"):
+            snapshot = getattr(options, "snapshot", None)
+            try:
+                targets = _weights_targets(ctx, getattr(options, "repos", []), snapshot)
+            except FAILURES as error:
+                print(f"pinlock: error: {error}", file=sys.stderr)
+                return 2
+            for repo, rev in targets:
+                steps.append(
+                    (
+                        f"weights {repo}",
+                        lambda repo=repo, rev=rev: commands.lock_weights(ctx, repo, rev, snapshot),
+                    )
+                )
+        if command == "all":
+            steps.append(("uv", lambda: commands.lock_uv(ctx)))
+        return _run_steps(steps)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""The lock steps: each reads what is pinned, computes what is missing (network through net.py, logic in
+nar/unpack/cargo/hf) and writes its pin file. Finished pins are skipped unless forced."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pinlock import cargo, hf, net
+from pinlock.nar import nar_sha256, sri
+from pinlock.pins import (
+    CARGO_PIN,
+    DEFAULT_RECIPE,
+    MANIFESTS,
+    SERVER_ENV,
+    SRC_PIN,
+    PinError,
+    read_json,
+    write_json,
+)
+from pinlock.unpack import git_export_caveats, unpack_tarball
+
+
+def say(message: str) -> None:
+    print(f"pinlock: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Context:
+    root: Path
+    cache: Path
+    force: bool = False
+    recipe_path: Path | None = None
+    # Injected so that tests can serve tarballs from file:// URLs.
+    tarball_url: Callable[[str, str, str], str] = net.github_tarball_url
+    scratch: Path | None = None
+    trees: dict[tuple[str, str, str], Path] = field(default_factory=dict)
+
+    def recipe(self) -> dict[str, Any]:
+        path = self.recipe_path or self.root / DEFAULT_RECIPE
+        data = read_json(path)
+        if not isinstance(data, dict):
+            raise PinError(f"recipe {path} is missing")
+        return data
+
+
+@contextmanager
+def workspace(ctx: Context) -> Iterator[None]:
+    """Unpacked trees live for one run in a temporary directory (they are large and cheap to redo)."""
+    ctx.cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="pinlock-") as temp:
+        ctx.scratch, ctx.trees = Path(temp), {}
+        try:
+            yield
+        finally:
+            ctx.scratch, ctx.trees = None, {}
+
+
+def github_tree(ctx: Context, owner: str, repo: str, rev: str) -> Path:
+    """The unpacked tree of owner/repo@rev (tarball cached in ctx.cache, unpacked once per run)."""
+    key = (owner, repo, rev)
+    if key in ctx.trees:
+        return ctx.trees[key]
+    if ctx.scratch is None:
+        raise RuntimeError("github_tree needs a workspace(ctx)")
+    archive = ctx.cache / "github" / f"{owner}--{repo}--{rev}.tar.gz"
+    net.download(ctx.tarball_url(owner, repo, rev), archive, f"{owner}/{repo}@{rev[:12]}")
+    tree = unpack_tarball(archive, ctx.scratch / f"{owner}--{repo}--{rev}")
+    ctx.trees[key] = tree
+    return tree
+
+
+def tree_nar_hash(tree: Path, label: str) -> str:
+    progress = net.Progress(f"hashing {label}", None)
+    digest = nar_sha256(tree, progress)
+    return sri(digest)
+
+
+def _src_pin(ctx: Context) -> dict[str, Any]:
+    pin = read_json(ctx.root / SRC_PIN)
+    if pin is None:
+        engine = ctx.recipe()["engine"]
+        owner, repo = engine["repo"].split("/")
+        pin = {"owner": owner, "repo": repo, "rev": engine["rev"]}
+    for key in ("owner", "repo", "rev"):
+        if not isinstance(pin.get(key), str):
+            raise PinError(f"{SRC_PIN}: `{key}` is missing")
+    return pin
+
+
+def lock_src(ctx: Context) -> None:
+    """nix/pins/sglang-src.json: the narHash of the GitHub tarball at the pinned rev."""
+    pin = _src_pin(ctx)
+    if "narHash" in pin and not ctx.force:
+        say(f"{SRC_PIN}: already pinned ({pin['narHash']}); --force recomputes")
+        return
+    tree = github_tree(ctx, pin["owner"], pin["repo"], pin["rev"])
+    pin = {"owner": pin["owner"], "repo": pin["repo"], "rev": pin["rev"]}
+    pin["narHash"] = tree_nar_hash(tree, f"{pin['repo']}@{pin['rev'][:12]}")
+    write_json(ctx.root / SRC_PIN, pin)
+    say(f"{SRC_PIN}: narHash {pin['narHash']}")
+
+
+def cargo_lock_files(tree: Path, cargo_dir: str) -> list[Path]:
+    """`<dir>/Cargo.lock` and `<dir>/*/Cargo.lock`, the lock files the Nix side merges (nix/lib/cargo.nix)."""
+    base = tree / cargo_dir
+    candidates = [base / "Cargo.lock"] + sorted(base.glob("*/Cargo.lock")) if base.is_dir() else []
+    return [p for p in candidates if p.is_file()]
+
+
+def lock_cargo(ctx: Context, cargo_dir: str = "rust", manual: dict[str, str] | None = None) -> None:
+    """nix/pins/sglang-cargo.json: outputHashes of every git dependency in SGLang's Cargo locks.
+
+    Written only when complete. Hashes computed so far are kept in the cache (a rerun resumes);
+    `manual` ({name-version: hash}) supplies what cannot be computed from a GitHub tarball."""
+    pin = _src_pin(ctx)
+    existing = read_json(ctx.root / CARGO_PIN) or {}
+    if existing.get("rev") == pin["rev"] and "outputHashes" in existing and not ctx.force and not manual:
+        say(f"{CARGO_PIN}: already pinned for {pin['rev'][:12]}; --force recomputes")
+        return
+    tree = github_tree(ctx, pin["owner"], pin["repo"], pin["rev"])
+    locks = cargo_lock_files(tree, cargo_dir)
+    if not locks:
+        raise PinError(f"no Cargo.lock under {cargo_dir}/ in {pin['repo']}@{pin['rev']}: pass --cargo-dir")
+    deps: list[cargo.GitDependency] = []
+    for lock in locks:
+        deps += cargo.git_dependencies(lock.read_text(), str(lock.relative_to(tree)))
+    say(f"{len(locks)} Cargo.lock file(s), {len(deps)} git dependencies")
+    progress_file = ctx.cache / f"cargo-progress-{pin['rev']}.json"
+    by_commit: dict[str, str] = {} if ctx.force else dict(read_json(progress_file) or {})
+    for dep in deps:
+        if manual and dep.key in manual:
+            by_commit[dep.commit] = manual[dep.key]
+    unknown = sorted(set(manual or {}) - {d.key for d in deps})
+    if unknown:
+        raise PinError(f"--set names no git dependency of the Cargo locks: {unknown}")
+    for dep in deps:
+        if dep.commit in by_commit:
+            continue
+        by_commit[dep.commit] = _git_dep_hash(ctx, dep)
+        write_json(progress_file, by_commit)
+    write_json(
+        ctx.root / CARGO_PIN, {"rev": pin["rev"], "outputHashes": cargo.output_hashes(deps, by_commit)}
+    )
+    say(f"{CARGO_PIN}: {len({d.key for d in deps})} output hashes")
+
+
+def _git_dep_hash(ctx: Context, dep: cargo.GitDependency) -> str:
+    manual_fix = (
+        f"compute it with `nix-prefetch-git --url {dep.url} --rev {dep.commit} --fetch-submodules` "
+        f"and pass it as `pinlock cargo --set {dep.key}=sha256-...`"
+    )
+    github = dep.github()
+    if github is None:
+        raise PinError(f"{dep.key} comes from {dep.url}, not GitHub: {manual_fix}")
+    subtree = github_tree(ctx, github[0], github[1], dep.commit)
+    caveats = git_export_caveats(subtree)
+    if caveats:
+        raise PinError(
+            f"{dep.key}: the tarball of {dep.url}@{dep.commit} differs from a git checkout "
+            f"({'; '.join(caveats)}): {manual_fix}"
+        )
+    return tree_nar_hash(subtree, f"{dep.key}@{dep.commit[:12]}")
+
+
+def lock_weights(ctx: Context, repo: str, revision: str, snapshot: Path | None = None) -> None:
+    """pkgs/weights/manifests/<org>--<name>.json for repo@revision, from the Hub or a local snapshot."""
+    hf.check_revision(revision)
+    path = ctx.root / MANIFESTS / hf.manifest_filename(repo)
+    existing = read_json(path)
+    if existing is not None and not ctx.force:
+        if existing.get("revision") == revision:
+            say(f"{path.relative_to(ctx.root)}: already pinned at {revision[:12]}; --force recomputes")
+            return
+    if snapshot is not None:
+        say(f"hashing every file of {snapshot}")
+        manifest = hf.manifest_from_snapshot(repo, revision, snapshot, _file_progress())
+    else:
+        manifest = _manifest_from_hub(ctx, repo, revision)
+    write_json(path, manifest)
+    total = sum(f["size"] for f in manifest["files"]) / 2**30
+    say(f"{path.relative_to(ctx.root)}: {len(manifest['files'])} files, {total:.2f} GiB")
+
+
+def _file_progress() -> Callable[[str, int], None]:
+    bars: dict[str, net.Progress] = {}
+
+    def report(name: str, done: int) -> None:
+        bars.setdefault(name, net.Progress(f"  {name}", None))(done)
+
+    return report
+
+
+def _manifest_from_hub(ctx: Context, repo: str, revision: str) -> dict[str, Any]:
+    url = net.hf_tree_url(repo, revision)
+    files = hf.parse_tree(net.get_json_pages(url, net.hf_headers(url)))
+    if not files:
+        raise PinError(f"{repo}@{revision}: the Hub lists no files")
+
+    def small_file_sha256(item: hf.TreeFile) -> str:
+        file_url = net.hf_file_url(repo, revision, item.path)
+        dest = ctx.cache / "hf" / repo.replace("/", "--") / revision / item.path
+        net.download(file_url, dest, f"{repo}/{item.path}", net.hf_headers(file_url))
+        if dest.stat().st_size != item.size:
+            dest.unlink()
+            raise PinError(
+                f"{repo}/{item.path}: downloaded {dest.stat().st_size} bytes, the Hub lists {item.size}"
+            )
+        return hf.sha256_file(dest)
+
+    return hf.manifest_from_tree(repo, revision, files, small_file_sha256)
+
+
+def recipe_repos(ctx: Context) -> list[tuple[str, str]]:
+    """(repo, revision) of the recipe's model and drafter."""
+    recipe = ctx.recipe()
+    return [(recipe[k]["repo"], recipe[k]["revision"]) for k in ("model", "drafter") if k in recipe]
+
+
+def lock_uv(ctx: Context, upgrade: bool = False) -> None:
+    """Refresh pkgs/server-env/uv.lock (its exclude-newer date keeps the resolution fixed)."""
+    uv = shutil.which("uv")
+    if uv is None:
+        raise PinError("uv is not on PATH: run `nix run .#lock` (it provides uv) or install uv")
+    cmd = [uv, "lock", "--project", str(ctx.root / SERVER_ENV)] + (["--upgrade"] if upgrade else [])
+    say(" ".join(cmd[1:]))
+    if subprocess.run(cmd).returncode != 0:
+        raise PinError("uv lock failed (its message is above)")
+
+
+def status(ctx: Context) -> list[tuple[str, bool]]:
+    """(what, pinned) for every pin this tool writes."""
+    src = read_json(ctx.root / SRC_PIN) or {}
+    cargo_pin = read_json(ctx.root / CARGO_PIN)
+    rows = [
+        (f"{SRC_PIN} narHash", "narHash" in src),
+        (f"{CARGO_PIN} outputHashes", isinstance(cargo_pin, dict) and "outputHashes" in cargo_pin),
+    ]
+    for repo, revision in recipe_repos(ctx):
+        manifest = read_json(ctx.root / MANIFESTS / hf.manifest_filename(repo))
+        rows.append(
+            (
+                f"weights manifest {repo}@{revision[:12]}",
+                bool(manifest) and manifest.get("revision") == revision,
+            )
+        )
+    rows.append((f"{SERVER_ENV}/uv.lock", (ctx.root / SERVER_ENV / "uv.lock").is_file()))
+    return rows
