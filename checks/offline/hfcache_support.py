@@ -80,3 +80,41 @@ def materialize(layout: dict[str, Any], files: dict[str, Path], cache: Path) -> 
         target = cache / text["target"]
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text["text"])
+
+
+# Test doubles for the few nixpkgs functions pkgs/weights and images/ call (nixpkgs cannot be fetched
+# here). They record their arguments instead of building, so the glue's own logic (what is fetched from
+# where, which file goes into which layer, the image config, the layout script) evaluates with the real
+# Nix and can be asserted; `fetched` maps a (repo, path) to where the stand-in "downloaded" file lies.
+NIXPKGS_DOUBLES = """
+fetchedRoot:
+let
+  # Like a real derivation, the output path needs every attribute evaluated (so throws surface).
+  fakeDrv = name: attrs: attrs // {
+    inherit name;
+    outPath = builtins.seq (builtins.toJSON attrs) "/fake-store/${name}";
+  };
+in rec {
+  lib = {
+    optional = c: x: if c then [ x ] else [ ];
+    optionalString = c: s: if c then s else "";
+    last = xs: builtins.elemAt xs (builtins.length xs - 1);
+    mapAttrsToList = f: a: map (n: f n a.${n}) (builtins.attrNames a);
+    concatMapStrings = f: xs: builtins.concatStringsSep "" (map f xs);
+    escapeShellArg = s: "'" + builtins.replaceStrings [ "'" ] [ "'\\\\''" ] s + "'";
+  };
+  fetchurl = args: args.passthru // {
+    fetchurlArgs = builtins.removeAttrs args [ "passthru" ];
+    outPath =
+      "${fetchedRoot}/${builtins.replaceStrings [ "/" ] [ "--" ] args.passthru.repo}/${args.passthru.path}";
+  };
+  runCommand = name: env: script: fakeDrv name ((env.passthru or { }) // { inherit script; });
+  runCommandLocal = runCommand;
+  writeText = name: text: fakeDrv name { inherit text; };
+  makeWrapper = fakeDrv "makeWrapper" { };
+  nix2container = {
+    buildLayer = args: args // { kind = "layer"; };
+    buildImage = args: args // { kind = "image"; };
+  };
+}
+"""

@@ -211,7 +211,7 @@ rec {
       specs;
 
   # The hub cache plan for several manifests: the files to link (relative path in the cache ->
-  # the fetch spec's name) and the small text files to write (refs). Paths are relative to the
+  # the fetch spec's name, repo and path) and the small text files to write (refs). Paths are relative to the
   # directory HF_HUB_CACHE points at.
   cacheLayout =
     manifests:
@@ -219,7 +219,7 @@ rec {
       one = m: {
         links = map (s: {
           target = "${repoFolder m.repo}/snapshots/${m.revision}/${s.path}";
-          inherit (s) name;
+          inherit (s) name repo path;
         }) (fetchSpecs m);
         texts = [
           {
