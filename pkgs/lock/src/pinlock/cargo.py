@@ -11,7 +11,6 @@ import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 # git+<url>[?rev=|tag=|branch=<value>]#<commit>, the shape importCargoLock's parser accepts.
 _GIT_SOURCE = re.compile(r"git\+([^?#]+)(?:\?(rev|tag|branch)=([^#]*))?#([0-9a-f]{40})")
@@ -52,11 +51,6 @@ def git_dependencies(lock_text: str, where: str = "Cargo.lock") -> list[GitDepen
             raise ValueError(f"{where}: cannot parse git source {source!r} of {package.get('name')}")
         deps.append(GitDependency(package["name"], package["version"], match.group(1), match.group(4)))
     return deps
-
-
-def find_lock_files(tree: Path) -> list[Path]:
-    """Cargo.lock files in a source tree, sorted, skipping vendored copies under target/."""
-    return sorted(p for p in tree.rglob("Cargo.lock") if "target" not in p.relative_to(tree).parts)
 
 
 def output_hashes(deps: list[GitDependency], by_commit: Mapping[str, str]) -> dict[str, str]:
