@@ -1,0 +1,116 @@
+"""images/default.nix evaluated with the real Nix against recording doubles of nix2container and the
+few nixpkgs builders it calls: layer contents and order, the config the container runs with, labels,
+and that the weight layers' arguments do not change when the server does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hfcache_support import NIXPKGS_DOUBLES, RECIPE_PATH, nix_eval, nix_str, write_repo
+from test_hfcache import DRAFTER_FILES, MODEL_FILES
+
+RECIPE = json.loads(RECIPE_PATH.read_text())
+MODEL, DRAFTER = RECIPE["model"], RECIPE["drafter"]
+
+
+@pytest.fixture()
+def locked(tmp_path: Path) -> dict[str, Path]:
+    files, manifests = tmp_path / "files", tmp_path / "manifests"
+    manifests.mkdir()
+    for entry, content in ((MODEL, MODEL_FILES), (DRAFTER, DRAFTER_FILES)):
+        m = write_repo(files, entry["repo"], entry["revision"], content)
+        (manifests / (entry["repo"].replace("/", "--") + ".json")).write_text(json.dumps(m))
+    return {"files": files, "manifests": manifests}
+
+
+def image(locked: dict[str, Path] | None, server: str = "/fake-store/server") -> Any:
+    """The recorded buildImage arguments; layers as their recorded buildLayer arguments."""
+    root = nix_str(str(locked["files"])) if locked else '"/nowhere"'
+    weights = (
+        "import ./pkgs/weights/default.nix { inherit (d) lib fetchurl runCommandLocal writeText; "
+        f"inherit recipe; manifestsDir = /. + {nix_str(str(locked['manifests']))}; }}"
+        if locked
+        else "null"
+    )
+    return nix_eval(
+        f"let d = ({NIXPKGS_DOUBLES}) {root}; "
+        "recipe = builtins.fromJSON (builtins.readFile ./nix/recipes/qwen3.8-27b-exact.json); "
+        "img = import ./images/default.nix { inherit (d) lib runCommand writeText makeWrapper; "
+        "inherit (d) nix2container; "
+        f"inherit recipe; recipeFile = ./nix/recipes/qwen3.8-27b-exact.json; server = {nix_str(server)}; "
+        f'python = "/fake-store/python"; weights = {weights}; }}; '
+        # Layers nest (a layer lists the layers below it); flatten each to its deps' paths and names.
+        "show = l: { deps = map toString l.deps; below = map (x: x.metadata.created_by) (l.layers or [ ]); "
+        "maxLayers = l.maxLayers or 1; created_by = l.metadata.created_by; }; "
+        "in img // { layers = map show img.layers; copyToRoot = map toString img.copyToRoot; "
+        "perms = map (p: p // { path = toString p.path; }) img.perms; }"
+    )
+
+
+def test_baked_image_layers(locked: dict[str, Path]) -> None:
+    img = image(locked)
+    names = [layer["created_by"] for layer in img["layers"]]
+    assert names[-2:] == ["bitexact: hub cache links", "bitexact: server closure"]
+    weight_layers = img["layers"][:-2]
+    assert [n.split("weights-")[1].rsplit("-", 2)[0] for n in names[:-2]] == [
+        "Qwen--Qwen3.8-27B",
+        "incoai--Qwen3.8-27B-DFlash2",
+    ]
+    # Each weight layer holds exactly the fetched files of its repo (the small test repos fit in one).
+    model_deps = sorted(weight_layers[0]["deps"])
+    assert model_deps == sorted(str(locked["files"] / "Qwen--Qwen3.8-27B" / p) for p in MODEL_FILES)
+    assert sorted(weight_layers[1]["deps"]) == sorted(
+        str(locked["files"] / "incoai--Qwen3.8-27B-DFlash2" / p) for p in DRAFTER_FILES
+    )
+    assert all(layer["below"] == [] for layer in weight_layers)
+    hub, server = img["layers"][-2:]
+    assert hub["deps"] == ["/fake-store/hf-hub-cache"] and hub["below"] == names[:-2]
+    assert server["deps"] == ["/fake-store/server", "/fake-store/bitexact-entrypoint"]
+    assert server["below"] == names[:-1] and server["maxLayers"] == 100
+
+
+def test_a_server_change_leaves_the_weight_layers_alone(locked: dict[str, Path]) -> None:
+    before, after = image(locked, "/fake-store/server-a"), image(locked, "/fake-store/server-b")
+    assert before["layers"][:-1] == after["layers"][:-1]
+    assert before["layers"][-1] != after["layers"][-1]
+
+
+def test_baked_image_config(locked: dict[str, Path]) -> None:
+    config = image(locked)["config"]
+    env = dict(item.split("=", 1) for item in config["Env"])
+    assert config["User"] == "1000:1000"
+    assert config["Entrypoint"] == ["/fake-store/bitexact-entrypoint/bin/bitexact-entrypoint"]
+    assert config["Cmd"] == ["--port", "30000"] and "30000/tcp" in config["ExposedPorts"]
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
+    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "compute,utility"
+    assert "/run/opengl-driver/lib" in env["LD_LIBRARY_PATH"].split(":")
+    assert "/usr/lib/x86_64-linux-gnu" in env["LD_LIBRARY_PATH"].split(":")
+    assert env["BITEXACT_HF_HUB_CACHE"] == "/fake-store/hf-hub-cache"
+    assert env["BITEXACT_WEIGHTS_SPEC"] == "/fake-store/hf-weights-completeness.json"
+    assert env["BITEXACT_RECIPE"].endswith("qwen3.8-27b-exact.json")
+    cache = env["BITEXACT_JIT_CACHE"]
+    assert list(config["Volumes"]) == [cache]
+    for var in ("XDG_CACHE_HOME", "TRITON_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE", "TORCHINDUCTOR_CACHE_DIR"):
+        assert env[var].startswith(cache), var
+    assert config["Labels"]["dev.bitexact.weights"] == "baked"
+    assert config["Labels"]["dev.bitexact.model"] == f"{MODEL['repo']}@{MODEL['revision']}"
+
+
+def test_dev_image_has_no_weights() -> None:
+    img = image(None)
+    assert [layer["created_by"] for layer in img["layers"]] == ["bitexact: server closure"]
+    env = dict(item.split("=", 1) for item in img["config"]["Env"])
+    assert "BITEXACT_HF_HUB_CACHE" not in env and env["HF_HUB_CACHE"] == "/models"
+    assert img["config"]["Labels"]["dev.bitexact.weights"].startswith("none")
+
+
+def test_root_filesystem_permissions() -> None:
+    img = image(None)
+    (rootfs,) = img["copyToRoot"]
+    by_regex = {p["regex"]: p for p in img["perms"]}
+    assert by_regex["/tmp$"]["mode"] == "1777" and by_regex["/tmp$"]["path"] == rootfs
+    cache = by_regex["/var/cache/bitexact(/home)?$"]
+    assert (cache["uid"], cache["gid"]) == (1000, 1000)
