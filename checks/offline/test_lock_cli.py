@@ -1,0 +1,122 @@
+"""pinlock's command line and pin files: status, hash-path, root discovery, atomic writes, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lock_testing import nix
+from pinlock.cli import main
+from pinlock.pins import PinError, find_root, read_json, write_json
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _checkout(tmp_path: Path) -> Path:
+    root = tmp_path / "checkout"
+    (root / "nix" / "recipes").mkdir(parents=True)
+    recipe = json.loads((REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json").read_text())
+    (root / "nix" / "recipes" / "qwen3.8-27b-exact.json").write_text(json.dumps(recipe))
+    return root
+
+
+def test_status_lists_absent_pins_and_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _checkout(tmp_path)
+    assert main(["--root", str(root), "status"]) == 1
+    out = capsys.readouterr().out
+    assert "ABSENT  nix/pins/sglang-src.json narHash" in out
+    assert "ABSENT  weights manifest Qwen/Qwen3.8-27B@1d4bf0f2ff60" in out
+    assert "ABSENT  weights manifest incoai/Qwen3.8-27B-DFlash2@015e795645c7" in out
+
+
+def test_status_passes_when_everything_is_pinned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _checkout(tmp_path)
+    recipe = json.loads((root / "nix/recipes/qwen3.8-27b-exact.json").read_text())
+    write_json(
+        root / "nix/pins/sglang-src.json", {"owner": "o", "repo": "r", "rev": "0" * 40, "narHash": "x"}
+    )
+    write_json(root / "nix/pins/sglang-cargo.json", {"outputHashes": {}})
+    for key in ("model", "drafter"):
+        org, name = recipe[key]["repo"].split("/")
+        write_json(root / f"pkgs/weights/manifests/{org}--{name}.json", {"revision": recipe[key]["revision"]})
+    (root / "pkgs/server-env").mkdir(parents=True)
+    (root / "pkgs/server-env/uv.lock").write_text("")
+    assert main(["--root", str(root), "status"]) == 0
+    assert "ABSENT" not in capsys.readouterr().out
+    # A manifest for another revision is not the pin.
+    write_json(root / "pkgs/weights/manifests/Qwen--Qwen3.8-27B.json", {"revision": "1" * 40})
+    assert main(["--root", str(root), "status"]) == 1
+
+
+def test_hash_path_prints_what_nix_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_text("content\n")
+    assert main(["hash-path", str(tmp_path / "d")]) == 0
+    assert capsys.readouterr().out.strip() == nix("nix", "hash", "path", str(tmp_path / "d"))
+    assert main(["hash-path", "--base32", str(tmp_path / "d")]) == 0
+    assert capsys.readouterr().out.strip() == nix(
+        "nix-hash", "--type", "sha256", "--base32", str(tmp_path / "d")
+    )
+
+
+def test_console_script_help() -> None:
+    result = subprocess.run([sys.executable, "-m", "pinlock.cli", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0
+    for command in ("all", "src", "cargo", "weights", "uv", "status", "hash-path"):
+        assert command in result.stdout
+
+
+def test_root_discovery(tmp_path: Path) -> None:
+    root = _checkout(tmp_path)
+    (root / "pkgs" / "deep").mkdir(parents=True)
+    assert find_root(root / "pkgs" / "deep") == root
+    with pytest.raises(PinError, match="no nix/recipes/"):
+        find_root(tmp_path)
+
+
+def test_outside_a_checkout_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["status"]) == 2
+    assert "pass --root" in capsys.readouterr().err
+
+
+def test_weights_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _checkout(tmp_path)
+    assert main(["--root", str(root), "weights", "Org/Name"]) == 2
+    assert "ORG/NAME@REV" in capsys.readouterr().err
+    assert main(["--root", str(root), "weights", "--snapshot", str(tmp_path)]) == 2
+    assert "needs the repo" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--root", str(root), "cargo", "--set", "no-hash"])
+
+
+def test_failed_step_keeps_going_and_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _checkout(tmp_path)
+    snapshot = tmp_path / "empty"
+    snapshot.mkdir()
+    args = ["--root", str(root), "--cache-dir", str(tmp_path / "c"), "weights", f"Org/Name@{'a' * 40}"]
+    assert main([*args, "--snapshot", str(snapshot)]) == 1
+    assert "files must be a non-empty list" in capsys.readouterr().err
+
+
+def test_write_json_is_atomic_and_read_json_names_bad_files(tmp_path: Path) -> None:
+    target = tmp_path / "pins" / "x.json"
+    write_json(target, {"a": 1})
+    assert read_json(target) == {"a": 1} and target.read_text().endswith("}\n")
+    assert read_json(tmp_path / "absent.json") is None
+
+    class Boom:
+        pass
+
+    with pytest.raises(TypeError):
+        write_json(target, {"a": Boom()})
+    assert read_json(target) == {"a": 1}  # the old file survives a failed write
+    assert [p.name for p in target.parent.iterdir()] == ["x.json"]
+    target.write_text("{")
+    with pytest.raises(PinError, match="not valid JSON"):
+        read_json(target)
