@@ -1,0 +1,3 @@
+from bitexact.cli import main
+
+raise SystemExit(main())

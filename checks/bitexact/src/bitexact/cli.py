@@ -1,0 +1,49 @@
+"""Command line: `bitexact parity|repeat|golden record|golden check|bench`.
+
+Exit codes (DESIGN.md): 0 everything compared equal (bench/record: the run finished); 1 something
+differs; 2 anything else (usage, engine failure, speculation that did not run, missing golden, crash)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+from bitexact import __version__
+from bitexact.commands import bench, golden, parity, repeat
+from bitexact.errors import BitexactError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bitexact",
+        description="Bit-exactness checks for inference engines. Engines: sglang+http://HOST:PORT, "
+        "openai+http://HOST:PORT/v1?model=NAME, hf:PATH?device=cpu|cuda&batch=N&assistant=DRAFT_PATH, "
+        "sglang-engine:PATH?server_arg=value",
+    )
+    parser.add_argument("--version", action="version", version=f"bitexact {__version__}")
+    sub = parser.add_subparsers(dest="verb", required=True)
+    for module in (parity, repeat, golden, bench):
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # usage errors exit 2 here (argparse's own convention)
+    try:
+        return int(args.run(args))
+    except BitexactError as exc:
+        print(f"bitexact: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bitexact: interrupted", file=sys.stderr)
+        return 2
+    except Exception:
+        traceback.print_exc()
+        print("bitexact: internal error (exit 2)", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

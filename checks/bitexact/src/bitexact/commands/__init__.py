@@ -1,0 +1,1 @@
+"""One module per verb; cli.py parses arguments and dispatches."""

@@ -1,0 +1,82 @@
+"""`bitexact parity A B`: the same prompts on two engines, token ids and logprobs compared bitwise."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from bitexact.commands.common import add_prompt_options, emit, resolve_prompts, run_side, settings_of
+from bitexact.presets import LONG_LENGTHS, Side, load_recipe, make_preset
+from bitexact.report.html import comparison_html
+from bitexact.report.markdown import comparison_markdown
+from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
+from bitexact.summary import comparison_summary
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("parity", help="compare two engines token by token, logprob by logprob")
+    p.add_argument("a", help="engine A (e.g. the recipe's server)")
+    p.add_argument("b", help="engine B (the reference, e.g. the no-spec server)")
+    p.add_argument("--preset", help="a recipe variant (recipe, forced-reject, inflight-8, ...) or 'long'")
+    p.add_argument("--recipe", help="recipe JSON for presets (default: $BITEXACT_RECIPE)")
+    p.add_argument("--spec-a", choices=REQUIREMENTS, help="must A speculate? (default from preset, else any)")
+    p.add_argument("--spec-b", choices=REQUIREMENTS, help="must B speculate? (default from preset, else any)")
+    p.add_argument("--inflight-a", type=int, help="requests in flight on A (HTTP engines)")
+    p.add_argument("--inflight-b", type=int, help="requests in flight on B (HTTP engines)")
+    add_prompt_options(p)
+    p.set_defaults(run=run)
+
+
+def _write_reports(out: Path, stem: str, summary: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    md = comparison_markdown(summary)
+    (out / f"{stem}.md").write_text(md, encoding="utf-8")
+    (out / f"{stem}.html").write_text(comparison_html(summary, md), encoding="utf-8")
+
+
+def run(args: argparse.Namespace) -> int:
+    side_a, side_b = Side("", "any", 1), Side("", "any", 1)
+    long_lengths = None
+    title = "parity"
+    if args.preset:
+        preset = make_preset(load_recipe(args.recipe), args.preset)
+        side_a, side_b = preset.a, preset.b
+        long_lengths = list(LONG_LENGTHS) if preset.long_prompts else None
+        title = f"parity, preset {preset.name}: {side_a.variant} vs {side_b.variant}"
+    spec_a = args.spec_a or side_a.spec
+    spec_b = args.spec_b or side_b.spec
+    settings = settings_of(args)
+    prompts = resolve_prompts(args, [args.a, args.b], long_lengths)
+    gens_a, ident_a = run_side(args.a, prompts, settings, args.out, "A", args.inflight_a or side_a.inflight)
+    gens_b, ident_b = run_side(args.b, prompts, settings, args.out, "B", args.inflight_b or side_b.inflight)
+    check_spec(gens_a, spec_a, f"A ({args.a})")
+    check_spec(gens_b, spec_b, f"B ({args.b})")
+    summary = comparison_summary(
+        verb="parity",
+        title=title,
+        a={
+            "engine": args.a,
+            "variant": side_a.variant,
+            "identity": ident_a,
+            "spec": spec_summary(gens_a, spec_a),
+        },
+        b={
+            "engine": args.b,
+            "variant": side_b.variant,
+            "identity": ident_b,
+            "spec": spec_summary(gens_b, spec_b),
+        },
+        settings=settings.to_json(),
+        gens_a=gens_a,
+        gens_b=gens_b,
+    )
+    stem = f"parity-{args.preset}" if args.preset else "parity"
+    _write_reports(args.out, stem, summary)
+    summary["reports"] = [str(args.out / f"{stem}.md"), str(args.out / f"{stem}.html")]
+    emit(
+        summary,
+        args.json,
+        f"{summary['equal']}/{summary['prompts']} prompts equal; report: {args.out / stem}.md",
+    )
+    return 0 if summary["differ"] == 0 else 1

@@ -1,0 +1,68 @@
+"""`bitexact repeat ENGINE`: each prompt N times in groups of B; how many answers differ from the first."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from bitexact.commands.common import add_prompt_options, emit, resolve_prompts, run_side, settings_of
+from bitexact.compare import compare
+from bitexact.engines.spec import parse_engine
+from bitexact.errors import UsageError
+from bitexact.prompts import Prompt
+from bitexact.report.markdown import repeat_markdown
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("repeat", help="run-to-run repeatability: the same requests N times")
+    p.add_argument("engine")
+    p.add_argument("--repeats", "-n", type=int, default=50, help="requests per prompt (default 50)")
+    p.add_argument("--batch", "-b", type=int, default=8, help="requests sent together (batch or in flight)")
+    add_prompt_options(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.repeats < 2 or args.batch < 1:
+        raise UsageError("--repeats must be >= 2 and --batch >= 1")
+    spec = parse_engine(args.engine)
+    if spec.kind == "hf" and "assistant" in spec.params and args.batch > 1:
+        raise UsageError("repeat with an assistant (speculative decoding in transformers) needs --batch 1")
+    settings = settings_of(args)
+    base = resolve_prompts(args, [args.engine])
+    copies = [
+        Prompt(id=f"{p.id}#r{i}", input_ids=p.input_ids, text=p.text)
+        for p in base
+        for i in range(args.repeats)
+    ]
+    gens, identity = run_side(
+        args.engine, copies, settings, args.out, "repeat", inflight=args.batch, group=args.batch
+    )
+    per_prompt = []
+    for k, prompt in enumerate(base):
+        mine = gens[k * args.repeats : (k + 1) * args.repeats]
+        comps = [compare(mine[0], g) for g in mine[1:]]
+        per_prompt.append(
+            {
+                "prompt_id": prompt.id,
+                "compared": len(comps),
+                "divergent": sum(not c.equal for c in comps),
+                "positions": [c.first_divergence for c in comps if not c.equal],
+            }
+        )
+    summary = {
+        "verb": "repeat",
+        "title": f"repeatability of {args.engine}",
+        "engine": args.engine,
+        "identity": identity,
+        "repeats": args.repeats,
+        "batch": args.batch,
+        "settings": settings.to_json(),
+        "compared": sum(r["compared"] for r in per_prompt),
+        "divergent": sum(r["divergent"] for r in per_prompt),
+        "per_prompt": per_prompt,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "repeat.md").write_text(repeat_markdown(summary), encoding="utf-8")
+    emit(summary, args.json, f"{summary['divergent']}/{summary['compared']} repeats differ from the first")
+    return 0 if summary["divergent"] == 0 else 1

@@ -1,0 +1,100 @@
+"""Bitwise comparison of two generations of the same prompt: where they first part, and how close the
+top-1 and top-2 candidates were there (divergences cluster where that margin is tiny)."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from bitexact.generation import Generation, TopEntry
+
+
+def same_bits(a: float, b: float) -> bool:
+    """Equal as IEEE-754 doubles, bit for bit (so -0.0 != 0.0 and NaN == NaN of the same payload)."""
+    return struct.pack("<d", a) == struct.pack("<d", b)
+
+
+def _same_top(a: list[TopEntry], b: list[TopEntry]) -> bool:
+    return len(a) == len(b) and all(
+        ta == tb and same_bits(la, lb) for (ta, la), (tb, lb) in zip(a, b, strict=True)
+    )
+
+
+def margin(top: list[TopEntry]) -> float | None:
+    """Top-1 minus top-2 logprob at one position (None when fewer than two alternatives are known)."""
+    values = sorted((lp for _, lp in top), reverse=True)
+    return values[0] - values[1] if len(values) >= 2 else None
+
+
+def _first(flags: list[bool]) -> int | None:
+    return next((i for i, differs in enumerate(flags) if differs), None)
+
+
+@dataclass
+class PromptComparison:
+    prompt_id: str
+    equal: bool
+    tokens_equal: bool
+    logprobs_equal: bool
+    top_equal: bool
+    first_divergence: int | None  # first position where ids, logprobs or top-k differ
+    first_token_divergence: int | None
+    first_logprob_divergence: int | None
+    len_a: int
+    len_b: int
+    token_a: int | None = None
+    token_b: int | None = None
+    logprob_a: float | None = None
+    logprob_b: float | None = None
+    margin_a: float | None = None
+    margin_b: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def compare(a: Generation, b: Generation) -> PromptComparison:
+    n = min(len(a.token_ids), len(b.token_ids))
+    length_differs = len(a.token_ids) != len(b.token_ids)
+    tok = [a.token_ids[i] != b.token_ids[i] for i in range(n)]
+    nl = min(len(a.logprobs), len(b.logprobs))
+    lp = [not same_bits(a.logprobs[i], b.logprobs[i]) for i in range(nl)]
+    compare_top = bool(a.top_logprobs) and bool(b.top_logprobs)
+    nt = min(len(a.top_logprobs), len(b.top_logprobs)) if compare_top else 0
+    top = [not _same_top(a.top_logprobs[i], b.top_logprobs[i]) for i in range(nt)]
+
+    first_tok = _first(tok)
+    if first_tok is None and length_differs:
+        first_tok = n
+    first_lp = _first(lp)
+    if first_lp is None and len(a.logprobs) != len(b.logprobs):
+        first_lp = nl
+    first_top = _first(top)
+    if first_top is None and compare_top and len(a.top_logprobs) != len(b.top_logprobs):
+        first_top = nt
+    candidates = [p for p in (first_tok, first_lp, first_top) if p is not None]
+    first = min(candidates) if candidates else None
+
+    result = PromptComparison(
+        prompt_id=a.prompt_id,
+        equal=first is None,
+        tokens_equal=first_tok is None,
+        logprobs_equal=first_lp is None,
+        top_equal=first_top is None,
+        first_divergence=first,
+        first_token_divergence=first_tok,
+        first_logprob_divergence=first_lp,
+        len_a=len(a.token_ids),
+        len_b=len(b.token_ids),
+    )
+    if first is not None:
+        if first < len(a.token_ids):
+            result.token_a = a.token_ids[first]
+            result.logprob_a = a.logprobs[first] if first < len(a.logprobs) else None
+            result.margin_a = margin(a.top_logprobs[first]) if first < len(a.top_logprobs) else None
+        if first < len(b.token_ids):
+            result.token_b = b.token_ids[first]
+            result.logprob_b = b.logprobs[first] if first < len(b.logprobs) else None
+            result.margin_b = margin(b.top_logprobs[first]) if first < len(b.top_logprobs) else None
+    return result

@@ -1,0 +1,1 @@
+"""Engines: where generations come from (HTTP servers, in-process transformers, SGLang's Engine)."""

@@ -1,0 +1,26 @@
+"""Engine string -> engine object."""
+
+from __future__ import annotations
+
+from bitexact.engines.base import Engine
+from bitexact.engines.spec import parse_engine
+
+
+def open_engine(raw: str, inflight: int = 1) -> Engine:
+    """`inflight`: requests sent at once by HTTP engines (`hf:` engines batch by their `batch=` option)."""
+    spec = parse_engine(raw)
+    if spec.kind == "sglang":
+        from bitexact.engines.sglang_http import SGLangHttpEngine
+
+        return SGLangHttpEngine(spec, inflight)
+    if spec.kind == "openai":
+        from bitexact.engines.openai_http import OpenAIHttpEngine
+
+        return OpenAIHttpEngine(spec, inflight)
+    if spec.kind == "hf":
+        from bitexact.engines.hf import HFEngine
+
+        return HFEngine(spec)
+    from bitexact.engines.sglang_engine import SGLangOfflineEngine
+
+    return SGLangOfflineEngine(spec, inflight)

@@ -1,0 +1,100 @@
+"""SGLang's generate output (`/generate` and `Engine.generate`) -> Generation.
+
+Shapes from sglang 0.5.20 `srt/managers/tokenizer_manager.py`: the result is `{"text", "output_ids",
+"meta_info"}`; `meta_info.output_token_logprobs` is a list of `(logprob, token_id, text_or_None)`,
+`output_top_logprobs` a list (per position) of such lists or None; speculative decoding adds
+`spec_verify_ct`, `spec_accept_length`, `spec_num_correct_drafts`, `spec_num_proposed_drafts` (older
+releases: `spec_accept_length` and `spec_verify_ct` only) and only when `spec_verify_ct > 0`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bitexact.engines.base import Settings
+from bitexact.errors import EngineError
+from bitexact.generation import Generation, SpecStats, TopEntry
+from bitexact.prompts import Prompt
+
+SPEC_KEYS = ("spec_verify_ct", "spec_accept_length", "spec_num_correct_drafts", "spec_num_proposed_drafts")
+
+
+def request_fields(prompt: Prompt, settings: Settings) -> dict[str, Any]:
+    """One request's fields: explicit greedy sampling (servers may take defaults from the model's
+    generation config otherwise), fixed length, output logprobs only (`logprob_start_len=-1`)."""
+    body: dict[str, Any] = (
+        {"input_ids": list(prompt.input_ids)} if prompt.input_ids is not None else {"text": prompt.text}
+    )
+    body.update(
+        sampling_params={
+            "temperature": 0.0,
+            "top_p": 1.0,
+            "top_k": -1,
+            "min_p": 0.0,
+            "max_new_tokens": settings.max_new_tokens,
+            "ignore_eos": True,
+        },
+        return_logprob=True,
+        top_logprobs_num=settings.top_logprobs,
+        logprob_start_len=-1,
+    )
+    return body
+
+
+def spec_stats(meta: dict[str, Any]) -> SpecStats | None:
+    if not any(key in meta for key in SPEC_KEYS):
+        return None
+    return SpecStats(
+        verify_ct=int(meta.get("spec_verify_ct") or 0),
+        accept_length=meta.get("spec_accept_length"),
+        correct_drafts=meta.get("spec_num_correct_drafts", meta.get("spec_accepted_drafts")),
+        proposed_drafts=meta.get("spec_num_proposed_drafts", meta.get("spec_proposed_drafts")),
+        source="meta_info",
+    )
+
+
+def _top_row(row: Any, where: str) -> list[TopEntry]:
+    if row is None:
+        return []
+    try:
+        return [(int(entry[1]), float(entry[0])) for entry in row]
+    except (TypeError, ValueError, IndexError):
+        raise EngineError(f"{where}: output_top_logprobs entry is not (logprob, token_id, text)") from None
+
+
+def parse_generate_output(prompt: Prompt, out: Any, settings: Settings, where: str) -> Generation:
+    if not isinstance(out, dict) or "meta_info" not in out:
+        raise EngineError(f"{where}: answer for prompt {prompt.id!r} has no meta_info: {str(out)[:300]}")
+    meta = out["meta_info"]
+    token_lp = meta.get("output_token_logprobs")
+    if token_lp is None:
+        raise EngineError(
+            f"{where}: no output_token_logprobs for {prompt.id!r} (was return_logprob ignored?)"
+        )
+    try:
+        logprobs = [float(entry[0]) for entry in token_lp]
+        lp_ids = [int(entry[1]) for entry in token_lp]
+    except (TypeError, ValueError, IndexError):
+        raise EngineError(
+            f"{where}: output_token_logprobs is not a list of (logprob, token_id, text)"
+        ) from None
+    token_ids = [int(t) for t in out.get("output_ids", lp_ids)]
+    if token_ids != lp_ids:
+        raise EngineError(
+            f"{where}: output_ids and the ids in output_token_logprobs disagree for {prompt.id!r}"
+        )
+    top = [_top_row(row, where) for row in meta.get("output_top_logprobs") or []]
+    finish = meta.get("finish_reason")
+    return Generation(
+        prompt_id=prompt.id,
+        token_ids=token_ids,
+        logprobs=logprobs,
+        top_logprobs=top,
+        spec=spec_stats(meta),
+        latency_s=meta.get("e2e_latency"),
+        meta={
+            "finish_reason": finish.get("type") if isinstance(finish, dict) else finish,
+            "prompt_tokens": meta.get("prompt_tokens"),
+            "completion_tokens": meta.get("completion_tokens"),
+        },
+    )

@@ -1,0 +1,53 @@
+"""What an engine returns for one prompt, in one engine-independent shape."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# One top-k entry: (token id, or the token's text where the API keys alternatives by text; logprob).
+TopEntry = tuple[int | str, float]
+
+
+@dataclass
+class SpecStats:
+    """Evidence that speculative decoding ran for a request (None fields: not reported)."""
+
+    verify_ct: int
+    accept_length: float | None = None
+    correct_drafts: int | None = None
+    proposed_drafts: int | None = None
+    source: str = ""
+
+    @property
+    def ran(self) -> bool:
+        return self.verify_ct > 0
+
+
+@dataclass
+class Generation:
+    prompt_id: str
+    token_ids: list[int]
+    logprobs: list[float]
+    top_logprobs: list[list[TopEntry]] = field(default_factory=list)
+    spec: SpecStats | None = None
+    latency_s: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["top_logprobs"] = [[[tok, lp] for tok, lp in row] for row in self.top_logprobs]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Generation:
+        spec = data.get("spec")
+        return cls(
+            prompt_id=str(data["prompt_id"]),
+            token_ids=[int(t) for t in data["token_ids"]],
+            logprobs=[float(x) for x in data["logprobs"]],
+            top_logprobs=[[(tok, float(lp)) for tok, lp in row] for row in data.get("top_logprobs", [])],
+            spec=SpecStats(**spec) if spec else None,
+            latency_s=data.get("latency_s"),
+            meta=dict(data.get("meta", {})),
+        )

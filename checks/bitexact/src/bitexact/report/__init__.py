@@ -1,0 +1,1 @@
+"""Reports a person reads: markdown first, HTML with a plot of divergences."""
