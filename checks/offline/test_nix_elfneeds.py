@@ -1,0 +1,106 @@
+"""pkgs/server-env/elf-needs.json (autoPatchelf search paths between wheels) agrees with uv.lock, and
+the ELF reader of nix/tools/wheel_elf_needs.py reads what readelf reads."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NEEDS = ROOT / "pkgs" / "server-env" / "elf-needs.json"
+LOCK = ROOT / "pkgs" / "server-env" / "uv.lock"
+
+
+def tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "wheel_elf_needs", ROOT / "nix" / "tools" / "wheel_elf_needs.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def locked_312() -> dict[str, str]:
+    lock = tomllib.loads(LOCK.read_text())
+    mod = tool()
+    return {p["name"]: p["version"] for p in lock["package"] if mod.for_python312(p)}
+
+
+def test_every_entry_is_a_locked_package_at_its_locked_version() -> None:
+    packages = json.loads(NEEDS.read_text())["packages"]
+    locked = locked_312()
+    stale = {n: (e["version"], locked.get(n)) for n, e in packages.items() if locked.get(n) != e["version"]}
+    assert not stale, f"elf-needs.json is stale (rerun nix/tools/wheel_elf_needs.py): {stale}"
+    for name, entry in packages.items():
+        for provider in entry["needs"]:
+            assert provider in locked, f"{name} needs {provider}, which uv.lock does not hold"
+
+
+def test_provider_graph_is_acyclic() -> None:
+    # Each edge becomes a build input of the dependent wheel's derivation: a cycle cannot build.
+    packages = json.loads(NEEDS.read_text())["packages"]
+    edges = {n: set(e["needs"]) for n, e in packages.items()}
+    done: set[str] = set()
+
+    def visit(node: str, path: tuple[str, ...]) -> None:
+        assert node not in path, f"cycle: {' -> '.join((*path, node))}"
+        if node in done:
+            return
+        for dep in edges.get(node, ()):
+            visit(dep, (*path, node))
+        done.add(node)
+
+    for name in edges:
+        visit(name, ())
+
+
+def test_the_cuda_wheels_that_need_siblings_are_covered() -> None:
+    packages = json.loads(NEEDS.read_text())["packages"]
+    assert "nvidia-cublas" in packages["torch"]["needs"]
+    assert "torch" in packages["sgl-deep-gemm"]["needs"]
+    assert "libcuda.so.1" in packages["torch"]["unresolved"]
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [
+        ("torch-2.13.0-cp312-cp312-manylinux_2_28_x86_64.whl", 3),
+        ("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", None),
+        ("sglang_kernel-0.4.7-cp310-abi3-manylinux2014_x86_64.whl", 2),
+        ("six-1.17.0-py2.py3-none-any.whl", 1),
+        ("cryptography-46.0.0-cp311-abi3-musllinux_1_2_x86_64.whl", None),
+        ("x-1.0-cp312-cp312-manylinux_2_28_aarch64.whl", None),
+    ],
+)
+def test_wheel_choice_is_cpython312_glibc_x86_64(name: str, rank: int | None) -> None:
+    assert tool().wheel_rank(name) == rank
+
+
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf (binutils) not installed")
+def test_elf_reader_agrees_with_readelf() -> None:
+    mod = tool()
+    candidates = [
+        Path(sys.executable).resolve(),
+        Path(shutil.which("nix-instantiate") or "/bin/ls").resolve(),
+    ]
+    checked = 0
+    for path in candidates:
+        dump = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True, check=True).stdout
+        expected = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", dump)
+        with path.open("rb") as stream:
+            elf = mod.read_elf(stream)
+        assert elf is not None and elf.machine == mod.EM_X86_64
+        assert elf.needed == expected
+        checked += bool(expected)
+    assert checked, "no dynamically linked binary to compare"
