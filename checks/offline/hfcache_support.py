@@ -102,13 +102,21 @@ in rec {
     mapAttrsToList = f: a: map (n: f n a.${n}) (builtins.attrNames a);
     concatMapStrings = f: xs: builtins.concatStringsSep "" (map f xs);
     escapeShellArg = s: "'" + builtins.replaceStrings [ "'" ] [ "'\\\\''" ] s + "'";
+    escapeShellArgs = xs: builtins.concatStringsSep " " (map lib.escapeShellArg xs);
+    findFirst = pred: default: xs:
+      let m = builtins.filter pred xs; in if m == [ ] then default else builtins.head m;
+    nameValuePair = name: value: { inherit name value; };
+    optionalAttrs = c: a: if c then a else { };
   };
   fetchurl = args: args.passthru // {
     fetchurlArgs = builtins.removeAttrs args [ "passthru" ];
     outPath =
       "${fetchedRoot}/${builtins.replaceStrings [ "/" ] [ "--" ] args.passthru.repo}/${args.passthru.path}";
   };
-  runCommand = name: env: script: fakeDrv name ((env.passthru or { }) // { inherit script; });
+  runCommand = name: env: script: fakeDrv name (env // (env.passthru or { }) // { inherit script; });
+  writeShellApplication = args: fakeDrv args.name args;
+  curl = "/fake-store/curl";
+  coreutils = "/fake-store/coreutils";
   runCommandLocal = runCommand;
   writeText = name: text: fakeDrv name { inherit text; };
   makeWrapper = fakeDrv "makeWrapper" { };

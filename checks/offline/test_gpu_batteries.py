@@ -1,0 +1,209 @@
+"""The GPU batteries: nix/lib/gpu-batteries.nix evaluated with the real Nix, nix/gpu-checks.nix evaluated
+against recording doubles of nixpkgs, and a battery's generated builder script run for real in bash with
+stand-ins for the server, bitexact and curl (so server start-up, readiness, exit codes and shutdown are
+exercised; the real server and GPU are not)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hfcache_support import NIXPKGS_DOUBLES, RECIPE_PATH, nix_error, nix_eval, nix_str, nix_value, write_repo
+from test_hfcache import DRAFTER_FILES, MODEL_FILES
+
+RECIPE = json.loads(RECIPE_PATH.read_text())
+PLAN = "(import ./nix/lib/gpu-batteries.nix)"
+READ_RECIPE = "(builtins.fromJSON (builtins.readFile ./nix/recipes/qwen3.8-27b-exact.json))"
+
+
+def batteries() -> dict[str, Any]:
+    return {b["name"]: b for b in nix_eval(f"{PLAN}.batteries {READ_RECIPE}")}
+
+
+def test_the_batteries_cover_the_recipes_claims() -> None:
+    got = batteries()
+    assert list(got) == [
+        "gpu-parity-recipe",
+        "gpu-parity-forced-reject",
+        "gpu-parity-inflight-8",
+        "gpu-parity-long",
+        "gpu-repeat",
+        "gpu-golden",
+    ]
+    assert {n: (b["variant"], b["reference"]) for n, b in got.items()} == {
+        "gpu-parity-recipe": ("recipe", "short"),
+        "gpu-parity-forced-reject": ("forced-reject", "short"),
+        "gpu-parity-inflight-8": ("recipe", "short"),
+        "gpu-parity-long": ("recipe", "long"),
+        "gpu-repeat": ("recipe", None),
+        "gpu-golden": ("recipe", None),
+    }
+    (check,) = got["gpu-parity-forced-reject"]["commands"]
+    assert check[:4] == ["bitexact", "golden", "check", "@URL@"]
+    assert check[check.index("--variant") + 1] == "forced-reject"  # its speculation requirement: must
+    assert check[check.index("--golden") + 1] == "@REF@"
+    inflight = got["gpu-parity-inflight-8"]["commands"][1]
+    assert inflight[:4] == ["bitexact", "parity", "@URL@", "@URL@"]
+    assert inflight[inflight.index("--inflight-a") + 1] == str(
+        RECIPE["variants"]["inflight-8"]["client"]["inflight"]
+    )
+    (repeat,) = got["gpu-repeat"]["commands"]
+    assert repeat[repeat.index("--repeats") + 1] == "50"  # 24 prompts x 50 = the recipe's 1200 runs
+    (golden,) = got["gpu-golden"]["commands"]
+    assert golden[golden.index("--golden-dir") + 1] == "@GOLDEN_DIR@"
+
+
+def test_references_record_no_spec() -> None:
+    refs = nix_eval(f"{PLAN}.references")
+    for key, long in (("short", False), ("long", True)):
+        (command,) = refs[key]["commands"]
+        assert refs[key]["variant"] == "no-spec"
+        assert command[:4] == ["bitexact", "golden", "record", "@URL@"]
+        assert command[command.index("--variant") + 1] == "no-spec"
+        assert ("--long" in command) == long
+
+
+def test_a_recipe_without_the_variants_is_refused() -> None:
+    recipe = {**RECIPE, "variants": {k: v for k, v in RECIPE["variants"].items() if k != "forced-reject"}}
+    assert "has no variant 'forced-reject'" in nix_error(f"{PLAN}.batteries {nix_value(recipe)}")
+
+
+def test_fill() -> None:
+    values = {"url": "U", "recipe": "R", "ref": "F", "goldenDir": "G", "out": ".", "modelSnapshot": "M"}
+    filled = nix_eval(
+        f'{PLAN}.fill {nix_value(values)} [ "@URL@" "@OUT@/x" "@REF@" "@GOLDEN_DIR@" "@MODEL_SNAPSHOT@" ]'
+    )
+    assert filled == ["U", "./x", "F", "G", "M"]
+
+
+@pytest.fixture()
+def locked(tmp_path: Path) -> dict[str, Path]:
+    files, manifests = tmp_path / "files", tmp_path / "manifests"
+    manifests.mkdir()
+    for entry, content in ((RECIPE["model"], MODEL_FILES), (RECIPE["drafter"], DRAFTER_FILES)):
+        m = write_repo(files, entry["repo"], entry["revision"], content)
+        (manifests / (entry["repo"].replace("/", "--") + ".json")).write_text(json.dumps(m))
+    return {"files": files, "manifests": manifests}
+
+
+def gpu_checks(locked: dict[str, Path], port: int, kernels: bool, what: str) -> Any:
+    weights = (
+        "import ./pkgs/weights/default.nix { inherit (d) lib fetchurl runCommandLocal writeText; "
+        f"recipe = {READ_RECIPE}; manifestsDir = /. + {nix_str(str(locked['manifests']))}; }}"
+    )
+    kernel_args = 'kernelPython = "/fake-store/python"; sglangTree = "/fake-store/tree";' if kernels else ""
+    return nix_eval(
+        f"let d = ({NIXPKGS_DOUBLES}) {nix_str(str(locked['files']))}; "
+        "g = import ./nix/gpu-checks.nix { inherit (d) lib runCommand writeShellApplication curl coreutils; "
+        f"recipe = {READ_RECIPE}; recipeFile = ./nix/recipes/qwen3.8-27b-exact.json; "
+        f'server = "/fake-store/server"; bitexact = "/fake-store/bitexact"; weights = {weights}; '
+        f"port = {port}; {kernel_args} }}; in {what}"
+    )
+
+
+def test_every_gpu_check_needs_the_cuda_feature(locked: dict[str, Path]) -> None:
+    shown = "builtins.mapAttrs (n: c: { inherit (c) requiredSystemFeatures; }) g.checks"
+    without = gpu_checks(locked, 30000, False, shown)
+    assert sorted(without) == sorted(batteries())
+    with_kernels = gpu_checks(locked, 30000, True, shown)
+    assert sorted(with_kernels) == sorted([*batteries(), "gpu-kernels"])
+    assert all(c["requiredSystemFeatures"] == ["cuda"] for c in with_kernels.values())
+    app = gpu_checks(locked, 30000, False, "{ inherit (g.record-golden) name text; }")
+    assert app["name"] == "record-golden"
+    assert "bitexact golden record" in app["text"] and "--golden-dir checks/golden" in app["text"]
+
+
+FAKE_SERVER = """#!{python}
+import http.server, os, sys
+args = sys.argv[1:]
+port = int(args[args.index("--port") + 1])
+if os.environ.get("FAKE_SERVER_DIES"):
+    print("fake server: dying on start", file=sys.stderr)
+    sys.exit(3)
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health_generate" else 404)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+print("fake server:", " ".join(args), flush=True)
+http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+"""
+FAKE_CURL = """#!{python}
+import sys, urllib.request, urllib.error
+try:
+    urllib.request.urlopen(sys.argv[-1], timeout=5)
+except urllib.error.HTTPError:
+    sys.exit(22)
+except OSError:
+    sys.exit(7)
+"""
+FAKE_BITEXACT = """#!/bin/sh
+echo "$*" >> "$FAKE_CALLS"
+exit "${FAKE_BITEXACT_EXIT:-0}"
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_battery(locked: dict[str, Path], tmp_path: Path, name: str, **env: str) -> tuple[int, str, list[str]]:
+    port = free_port()
+    script = gpu_checks(locked, port, False, f"g.checks.{nix_str(name)}.script")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for exe, body in (("bitexact-server", FAKE_SERVER), ("curl", FAKE_CURL), ("bitexact", FAKE_BITEXACT)):
+        path = bin_dir / exe
+        path.write_text(body.replace("{python}", sys.executable))
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    calls = tmp_path / "calls"
+    out, tmp = tmp_path / "out", tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    full_env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "out": str(out),
+        "TMPDIR": str(tmp),
+        "FAKE_CALLS": str(calls),
+        **env,
+    }
+    done = subprocess.run(["bash", "-c", script], env=full_env, capture_output=True, text=True, timeout=120)
+    # The server must be stopped whatever happened.
+    with socket.socket() as s:
+        assert s.connect_ex(("127.0.0.1", port)) != 0, "the server was left running"
+    return done.returncode, done.stderr, calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_a_battery_passes_when_bitexact_says_equal(locked: dict[str, Path], tmp_path: Path) -> None:
+    code, stderr, calls = run_battery(locked, tmp_path, "gpu-parity-inflight-8")
+    assert code == 0, stderr
+    assert len(calls) == 2
+    assert (
+        calls[0].startswith("golden check sglang+http://127.0.0.1:")
+        and "--golden /fake-store/reference-no-spec/reference.json" in calls[0]
+    )
+    assert calls[1].startswith("parity sglang+http://127.0.0.1:") and "--inflight-a 8" in calls[1]
+    assert (
+        "fake server: --variant recipe --host 127.0.0.1"
+        in (tmp_path / "out" / "server-recipe.log").read_text()
+    )
+
+
+def test_a_difference_fails_the_battery(locked: dict[str, Path], tmp_path: Path) -> None:
+    code, _, calls = run_battery(locked, tmp_path, "gpu-parity-inflight-8", FAKE_BITEXACT_EXIT="1")
+    assert code == 1 and len(calls) == 1  # the first failing command stops the battery
+
+
+def test_a_server_that_dies_fails_the_battery(locked: dict[str, Path], tmp_path: Path) -> None:
+    code, stderr, calls = run_battery(locked, tmp_path, "gpu-parity-forced-reject", FAKE_SERVER_DIES="1")
+    assert code == 2 and calls == []
+    assert "the forced-reject server did not come up" in stderr and "fake server: dying on start" in stderr
