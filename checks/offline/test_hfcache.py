@@ -225,3 +225,11 @@ def test_a_ref_with_a_newline_does_not_resolve(weights: dict[str, Any], tmp_path
     materialize(plan, fetched, tmp_path / "hub")
     done = resolve_offline(tmp_path / "hub", [DRAFTER["repo"]])
     assert done.returncode != 0 and "LocalEntryNotFoundError" in done.stderr
+
+
+def test_fixture_manifests_follow_the_lock_tools_schema(weights: dict[str, Any]) -> None:
+    """The manifests these tests feed to Nix are what `nix run .#lock` writes (pinlock's own check)."""
+    from pinlock.hf import validate_manifest
+
+    for key in ("model", "drafter"):
+        assert validate_manifest(weights[key], key) == weights[key]
