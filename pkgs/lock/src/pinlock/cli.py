@@ -40,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="pinlock",
         description="Fill the pins of the bit-exact SGLang flake that need a network: the SGLang source "
         "narHash (nix/pins/sglang-src.json), its Cargo git dependency hashes (nix/pins/sglang-cargo.json), "
-        "Hugging Face weight manifests (pkgs/weights/manifests/) and the uv lock (pkgs/server-env/uv.lock). "
+        "the real wheels behind wheel-stub sdists (nix/pins/wheel-stubs.json), Hugging Face weight manifests "
+        "(pkgs/weights/manifests/) and the uv lock (pkgs/server-env/uv.lock). "
         "Finished pins are skipped; commit nix/pins/ and pkgs/weights/manifests/ afterwards.",
     )
     parser.add_argument(
@@ -71,6 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     weights.add_argument(
         "--snapshot", type=Path, help="hash the files of a local snapshot directory instead of asking the Hub"
     )
+    wheel_stubs = sub.add_parser(
+        "wheel-stubs", help="real wheels behind sdist-only wheel-stub packages of uv.lock (e.g. cuda-tile)"
+    )
+    wheel_stubs.add_argument("--python", default="cp312", help="the Nix interpreter's tag (default: cp312)")
     uv = sub.add_parser("uv", help="refresh pkgs/server-env/uv.lock with uv")
     uv.add_argument("--upgrade", action="store_true", help="re-resolve every package (within exclude-newer)")
     sub.add_parser("status", help="list present and absent pins; exit 1 when any is absent")
@@ -154,6 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             manual = dict(getattr(options, "set", []))
             cargo_dir = getattr(options, "cargo_dir", "rust")
             steps.append(("cargo", lambda: commands.lock_cargo(ctx, cargo_dir, manual)))
+        if command in ("all", "wheel-stubs"):
+            python = getattr(options, "python", "cp312")
+            steps.append(("wheel-stubs", lambda: commands.lock_wheel_stubs(ctx, python)))
         if command in ("all", "weights"):
             snapshot = getattr(options, "snapshot", None)
             try:

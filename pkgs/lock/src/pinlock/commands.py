@@ -7,13 +7,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinlock import cargo, hf, net
+from pinlock import cargo, hf, net, stubs
 from pinlock.nar import nar_sha256, sri
 from pinlock.pins import (
     CARGO_PIN,
@@ -21,6 +22,7 @@ from pinlock.pins import (
     MANIFESTS,
     SERVER_ENV,
     SRC_PIN,
+    STUBS_PIN,
     PinError,
     read_json,
     write_json,
@@ -235,6 +237,45 @@ def lock_uv(ctx: Context, upgrade: bool = False) -> None:
         raise PinError("uv lock failed (its message is above)")
 
 
+def lock_wheel_stubs(ctx: Context, python: str = "cp312", arch: str = "x86_64") -> None:
+    """nix/pins/wheel-stubs.json: for each sdist-only package of uv.lock that is a wheel stub, the URL and
+    hash of the real wheel on the index the stub names (for the Nix interpreter `python`)."""
+    lock = ctx.root / SERVER_ENV / "uv.lock"
+    pinned = read_json(ctx.root / STUBS_PIN) or {}
+    out: dict[str, Any] = {}
+    for package in stubs.sdist_only(lock.read_text()):
+        previous = pinned.get(package.name)
+        if previous and previous.get("version") == package.version and not ctx.force:
+            out[package.name] = previous
+            continue
+        archive = ctx.cache / "sdists" / package.url.rsplit("/", 1)[-1]
+        net.download(package.url, archive, package.name)
+        if hf.sha256_file(archive) != package.sha256:
+            archive.unlink()
+            raise PinError(f"{package.url}: sha256 differs from uv.lock's; run again")
+        index = stubs.stub_index(stubs.sdist_pyproject(archive))
+        if index is None:
+            say(f"{package.name} {package.version}: a real sdist (Nix builds it), nothing to pin")
+            continue
+        page_url = urllib.parse.urljoin(
+            index if index.endswith("/") else index + "/", f"{stubs.normalize(package.name)}/"
+        )
+        wheel = stubs.select_wheel(
+            stubs.parse_simple_index(net.get_text(page_url), page_url),
+            package.name,
+            package.version,
+            python,
+            arch,
+        )
+        digest = wheel.sha256
+        if digest is None:
+            path = net.download(wheel.url, ctx.cache / "wheels" / wheel.filename, wheel.filename)
+            digest = hf.sha256_file(path)
+        out[package.name] = {"version": package.version, "url": wheel.url, "hash": sri(bytes.fromhex(digest))}
+        say(f"{package.name} {package.version}: {wheel.filename}")
+    write_json(ctx.root / STUBS_PIN, dict(sorted(out.items())))
+
+
 def status(ctx: Context) -> list[tuple[str, bool]]:
     """(what, pinned) for every pin this tool writes."""
     src = read_json(ctx.root / SRC_PIN) or {}
@@ -251,5 +292,11 @@ def status(ctx: Context) -> list[tuple[str, bool]]:
                 bool(manifest) and manifest.get("revision") == revision,
             )
         )
-    rows.append((f"{SERVER_ENV}/uv.lock", (ctx.root / SERVER_ENV / "uv.lock").is_file()))
+    lock = ctx.root / SERVER_ENV / "uv.lock"
+    rows.append((f"{SERVER_ENV}/uv.lock", lock.is_file()))
+    if lock.is_file():
+        pinned = read_json(ctx.root / STUBS_PIN) or {}
+        for package in stubs.sdist_only(lock.read_text()):
+            entry = pinned.get(package.name) or {}
+            rows.append((f"{STUBS_PIN} {package.name} (sdist only)", entry.get("version") == package.version))
     return rows

@@ -33,8 +33,15 @@ def hf_headers(url: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token and same_host else {}
 
 
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count} B"
+
+
 class Progress:
-    """`label  12.0/340.5 MiB  8.1 MiB/s` on stderr: redrawn on a terminal, else one line every 10 s."""
+    """`label  12.0 MiB of 340.5 MiB  8.1 MiB/s` on stderr: redrawn on a terminal, else a line every 10 s."""
 
     def __init__(self, label: str, total: int | None) -> None:
         self.label, self.total = label, total
@@ -46,10 +53,9 @@ class Progress:
         if not final and now - self.last < (0.5 if self.tty else 10.0):
             return
         self.last = now
-        mib = done / 2**20
-        total = f"/{self.total / 2**20:.1f}" if self.total else ""
-        rate = mib / max(now - self.start, 1e-6)
-        line = f"{self.label}  {mib:.1f}{total} MiB  {rate:.1f} MiB/s"
+        total = f" of {_size(self.total)}" if self.total else ""
+        rate = done / max(now - self.start, 1e-6)
+        line = f"{self.label}  {_size(done)}{total}  {_size(int(rate))}/s"
         end = "\n" if final or not self.tty else ""
         print(("\r\033[K" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
 
@@ -84,6 +90,13 @@ def get_json_pages(url: str, headers: dict[str, str] | None = None) -> list[Any]
         match = _LINK_NEXT.search(link)
         next_url = urllib.parse.urljoin(next_url, match.group(1)) if match else None
     return items
+
+
+def get_text(url: str) -> str:
+    """The body of a page (e.g. a PEP 503 simple index page)."""
+    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, "Accept": "text/html"})
+    with _open(request, f"GET {url}") as response:
+        return response.read().decode()
 
 
 def download(url: str, dest: Path, label: str, headers: dict[str, str] | None = None) -> Path:
