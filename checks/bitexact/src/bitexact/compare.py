@@ -16,9 +16,14 @@ def same_bits(a: float, b: float) -> bool:
 
 
 def _same_top(a: list[TopEntry], b: list[TopEntry]) -> bool:
-    return len(a) == len(b) and all(
-        ta == tb and same_bits(la, lb) for (ta, la), (tb, lb) in zip(a, b, strict=True)
-    )
+    """Same alternatives with the same logprobs. Where either side names alternatives by text (SGLang's
+    OpenAI-compatible API), only the logprob values can be compared."""
+    if len(a) != len(b):
+        return False
+    if any(isinstance(t, str) for t, _ in a + b):
+        values_a, values_b = sorted(x for _, x in a), sorted(x for _, x in b)
+        return all(same_bits(la, lb) for la, lb in zip(values_a, values_b, strict=True))
+    return all(ta == tb and same_bits(la, lb) for (ta, la), (tb, lb) in zip(a, b, strict=True))
 
 
 def margin(top: list[TopEntry]) -> float | None:

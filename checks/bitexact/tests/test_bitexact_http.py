@@ -1,0 +1,186 @@
+"""The HTTP engines end to end against local servers that answer in SGLang's and vLLM's shapes
+(fake_servers.py cites the sources), backed by a real transformers model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from bitexact.cli import main
+from fake_servers import Backend, FakeServer
+
+RECIPE = Path(__file__).resolve().parents[3] / "nix" / "recipes" / "qwen3.8-27b-exact.json"
+COMMON = ["--max-new-tokens", "6", "--top-logprobs", "4", "--json"]
+
+
+@pytest.fixture(scope="module")
+def backend(models) -> Backend:
+    return Backend(models["target"])
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory):  # module-scoped backends need a session-scoped model; reuse conftest's maker
+    from conftest import make_model
+
+    root = tmp_path_factory.mktemp("http-models")
+    return {"target": make_model(root / "target", layers=2, hidden=64, seed=0)}
+
+
+def _run(capsys, argv: list[str]) -> tuple[int, dict, str]:
+    rc = main(argv)
+    captured = capsys.readouterr()
+    return rc, (json.loads(captured.out) if captured.out.strip() else {}), captured.err
+
+
+def test_sglang_native_equals_transformers_and_sends_explicit_greedy_params(
+    backend, models, prompt_file, tmp_path, capsys
+):
+    with FakeServer(backend) as server:
+        a = f"sglang+http://127.0.0.1:{server.port}"
+        rc, summary, _ = _run(
+            capsys,
+            [
+                "parity",
+                a,
+                f"hf:{models['target']}",
+                "--prompts",
+                str(prompt_file),
+                "--out",
+                str(tmp_path / "o"),
+                *COMMON,
+            ],
+        )
+    assert rc == 0, summary
+    assert summary["equal"] == 6
+    assert summary["a"]["identity"]["version"] == "0.5.20"
+    body = server.requests[0]["body"]
+    assert body["sampling_params"] == {
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "top_k": -1,
+        "min_p": 0.0,
+        "max_new_tokens": 6,
+        "ignore_eos": True,
+    }
+    assert (body["return_logprob"], body["top_logprobs_num"], body["logprob_start_len"]) == (True, 4, -1)
+    assert body["input_ids"] == json.loads(prompt_file.read_text().splitlines()[0])["input_ids"]
+
+
+def test_spec_required_is_proven_from_meta_info(backend, prompt_file, tmp_path, capsys):
+    with FakeServer(backend, spec=True) as on, FakeServer(backend, spec=False) as off:
+        a, b = f"sglang+http://127.0.0.1:{on.port}", f"sglang+http://127.0.0.1:{off.port}"
+        argv = ["--prompts", str(prompt_file), "--limit", "3", "--recipe", str(RECIPE), *COMMON]
+        rc, summary, _ = _run(
+            capsys, ["parity", a, b, "--preset", "forced-reject", "--out", str(tmp_path / "1"), *argv]
+        )
+        assert rc == 0
+        assert summary["a"]["spec"]["ran"] == 3 and summary["a"]["spec"]["required"] == "must"
+        assert summary["b"]["spec"]["required"] == "never"
+        # the same preset with the servers swapped: A never speculated -> exit 2, never a pass
+        rc, _, err = _run(
+            capsys, ["parity", b, a, "--preset", "forced-reject", "--out", str(tmp_path / "2"), *argv]
+        )
+        assert rc == 2
+        assert "speculation must run" in err
+
+
+def test_preset_inflight_sends_requests_concurrently(backend, prompt_file, tmp_path, capsys):
+    with FakeServer(backend, spec=True) as on, FakeServer(backend) as off:
+        a, b = f"sglang+http://127.0.0.1:{on.port}", f"sglang+http://127.0.0.1:{off.port}"
+        rc, summary, _ = _run(
+            capsys,
+            [
+                "parity",
+                a,
+                b,
+                "--preset",
+                "inflight-8",
+                "--recipe",
+                str(RECIPE),
+                "--prompts",
+                str(prompt_file),
+                "--out",
+                str(tmp_path / "o"),
+                *COMMON,
+            ],
+        )
+    assert rc == 0 and summary["equal"] == 6
+    assert summary["title"].endswith("inflight-8 vs no-spec")
+
+
+@pytest.mark.parametrize("flavor", ["sglang", "vllm"])
+def test_openai_compatible_equals_transformers(flavor, backend, models, prompt_file, tmp_path, capsys):
+    with FakeServer(backend, flavor=flavor, spec=flavor == "sglang") as server:
+        a = f"openai+http://127.0.0.1:{server.port}/v1?model=tiny"
+        spec = ["--spec-a", "must"] if flavor == "sglang" else []
+        rc, summary, _ = _run(
+            capsys,
+            [
+                "parity",
+                a,
+                f"hf:{models['target']}",
+                "--prompts",
+                str(prompt_file),
+                "--out",
+                str(tmp_path / "o"),
+                *spec,
+                *COMMON,
+            ],
+        )
+    assert rc == 0, summary
+    assert summary["equal"] == 6
+    body = server.requests[0]["body"]
+    assert (body["temperature"], body["logprobs"], body["return_token_ids"]) == (0.0, 4, True)
+
+
+def test_server_dying_mid_run_keeps_results_and_resume_redoes_nothing(
+    backend, models, prompt_file, tmp_path, capsys
+):
+    out = tmp_path / "o"
+    with FakeServer(backend, die_after=3) as dying:
+        port = dying.port
+        a = f"sglang+http://127.0.0.1:{port}?retries=1"
+        argv = [
+            "parity",
+            a,
+            f"hf:{models['target']}",
+            "--prompts",
+            str(prompt_file),
+            "--out",
+            str(out),
+            *COMMON,
+        ]
+        rc, _, err = _run(capsys, argv)
+    assert rc == 2
+    assert "3/6 results kept" in err and "rerun the same command to resume" in err
+    stored = next(out.glob("A-*.jsonl")).read_text().splitlines()
+    assert len(stored) == 3
+    with FakeServer(backend, port=port) as revived:
+        rc, summary, err = _run(capsys, argv)
+    assert rc == 0 and summary["equal"] == 6
+    assert revived.served == 3  # only the unfinished prompts were sent again
+    assert "(resumed)" in err
+
+
+def test_bench_streams_from_sglang(backend, tmp_path, capsys):
+    with FakeServer(backend) as server:
+        rc, summary, _ = _run(
+            capsys,
+            [
+                "bench",
+                f"sglang+http://127.0.0.1:{server.port}",
+                "--lengths",
+                "12,40",
+                "--new-tokens",
+                "5",
+                "--vocab-size",
+                "384",
+                "--warmup",
+                "0",
+                "--json",
+            ],
+        )
+    assert rc == 0
+    assert [(r["prompt_tokens"], r["new_tokens"]) for r in summary["rows"]] == [(12, 5), (40, 5)]
+    assert server.requests[0]["body"]["stream"] is True

@@ -1,0 +1,132 @@
+"""Pure pieces: engine strings, comparison edge cases, prompts, long prompts, presets from the real recipe,
+resumable result files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from bitexact.cli import main
+from bitexact.compare import compare, margin
+from bitexact.engines.spec import parse_engine
+from bitexact.errors import UsageError
+from bitexact.generation import Generation
+from bitexact.longprompts import long_prompt
+from bitexact.presets import load_recipe, make_preset, preset_names
+from bitexact.prompts import ByteTokenizer, default_battery, load_prompts
+from bitexact.results import ResultStore
+
+RECIPE = Path(__file__).resolve().parents[3] / "nix" / "recipes" / "qwen3.8-27b-exact.json"
+
+
+def test_engine_strings():
+    s = parse_engine("sglang+http://127.0.0.1:30000")
+    assert (s.kind, s.target) == ("sglang", "http://127.0.0.1:30000")
+    o = parse_engine("openai+http://h:8000/v1?model=Qwen/Qwen3.8-27B")
+    assert (o.kind, o.target, o.params["model"]) == ("openai", "http://h:8000/v1", "Qwen/Qwen3.8-27B")
+    h = parse_engine("hf:/m?device=cuda&batch=8")
+    assert (h.kind, h.target, h.int_param("batch", 1)) == ("hf", "/m", 8)
+    for bad, message in [
+        ("openai+http://h:8000/v1", "model=NAME"),
+        ("hf:/m?assistant=/d&batch=2", "one sequence at a time"),
+        ("hf:/m?device=tpu", "device must be"),
+        ("hf:/m?colour=red", "unknown option"),
+        ("grpc://h:1", "unknown form"),
+    ]:
+        with pytest.raises(UsageError, match=message):
+            parse_engine(bad)
+
+
+def _gen(ids, lps, top=None):
+    return Generation(prompt_id="x", token_ids=ids, logprobs=lps, top_logprobs=top or [])
+
+
+def test_compare_finds_first_divergence_and_margin():
+    top = [[(1, -0.1), (2, -0.3)], [(3, -0.5), (4, -0.6)], [(5, -0.2), (6, -0.9)]]
+    a = _gen([1, 3, 5], [-0.1, -0.5, -0.2], top)
+    assert compare(a, _gen([1, 3, 5], [-0.1, -0.5, -0.2], top)).equal
+    c = compare(a, _gen([1, 4, 5], [-0.1, -0.6, -0.2], top))
+    assert (c.first_divergence, c.first_token_divergence, c.token_a, c.token_b) == (1, 1, 3, 4)
+    assert c.margin_a == pytest.approx(0.1)
+    z = compare(_gen([1], [0.0]), _gen([1], [-0.0]))  # bitwise: -0.0 is not 0.0
+    assert (z.equal, z.tokens_equal, z.first_logprob_divergence) == (False, True, 0)
+    short = compare(a, _gen([1, 3], [-0.1, -0.5], top[:2]))
+    assert (short.first_divergence, short.first_token_divergence) == (2, 2)
+    assert margin([(1, -1.0)]) is None
+
+
+def test_text_keyed_alternatives_compare_by_value():
+    a = _gen([1], [-0.1], [[(1, -0.1), (2, -0.3)]])
+    b = _gen([1], [-0.1], [[("<1>", -0.1), ("<2>", -0.3)]])
+    assert compare(a, b).equal
+    assert not compare(a, _gen([1], [-0.1], [[("<1>", -0.1), ("<2>", -0.4)]])).equal
+
+
+def test_default_battery_is_24_varied_prompts():
+    battery = default_battery()
+    assert len(battery) == 24 and len({p.id for p in battery}) == 24
+    lengths = sorted(len(ByteTokenizer().encode(p.text or "")) for p in battery)
+    assert lengths[0] < 40 and lengths[-1] > 500
+    assert any("def " in (p.text or "") for p in battery)
+    assert {"de-essay", "zh-poem", "ja-explain", "ar-question"} <= {p.id for p in battery}
+
+
+def test_long_prompts_exact_length_deterministic_offline():
+    a = long_prompt(131072, seed=3, tokenizer=ByteTokenizer())
+    assert len(a.input_ids or ()) == 131072
+    assert a == long_prompt(131072, seed=3, tokenizer=ByteTokenizer())
+    assert a != long_prompt(131072, seed=4, tokenizer=ByteTokenizer())
+    r = long_prompt(5000, vocab_size=100)
+    assert len(r.input_ids or ()) == 5000 and max(r.input_ids or ()) < 100
+    with pytest.raises(UsageError, match="vocab-size"):
+        long_prompt(10)
+
+
+def test_presets_follow_the_recipe_variants():
+    recipe = load_recipe(str(RECIPE))
+    assert {"recipe", "forced-reject", "inflight-8", "max-seqs-32", "backend-flashinfer", "long"} <= set(
+        preset_names(recipe)
+    )
+    fr = make_preset(recipe, "forced-reject")
+    assert (fr.a.variant, fr.a.spec, fr.b.variant, fr.b.spec) == ("forced-reject", "must", "no-spec", "never")
+    assert make_preset(recipe, "inflight-8").a.inflight == 8
+    assert make_preset(recipe, "max-seqs-32").b.variant == "recipe"
+    assert make_preset(recipe, "long").long_prompts
+    with pytest.raises(UsageError, match="unknown preset"):
+        make_preset(recipe, "no-such")
+
+
+def test_prompt_file_errors(tmp_path):
+    bad = tmp_path / "p.jsonl"
+    bad.write_text('{"id": "a", "input_ids": [1, 2]}\n{"id": "a", "text": "x"}\n')
+    with pytest.raises(UsageError, match="duplicate prompt id"):
+        load_prompts(bad)
+    bad.write_text('{"id": "a"}\n')
+    with pytest.raises(UsageError, match="neither"):
+        load_prompts(bad)
+
+
+def test_result_store_skips_torn_line_and_other_runs(tmp_path, prompt_file):
+    prompts = load_prompts(prompt_file)
+    store = ResultStore(tmp_path / "r.jsonl", {"engine": "x"})
+    store.append(prompts[0], Generation(prompt_id="p0", token_ids=[1], logprobs=[-0.5]))
+    ResultStore(tmp_path / "r.jsonl", {"engine": "other"}).append(
+        prompts[1], Generation(prompt_id="p1", token_ids=[1], logprobs=[-0.5])
+    )
+    with (tmp_path / "r.jsonl").open("a") as handle:
+        handle.write('{"run": "' + store.key + '", "prompt_dig')  # a crash mid-write
+    assert list(store.load(prompts)) == ["p0"]
+
+
+def test_exit_codes_for_usage_errors(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["parity"])
+    assert exc.value.code == 2
+    assert (
+        main(["parity", "hf:/nonexistent", "hf:/nonexistent", "--prompts", str(tmp_path / "none.jsonl")]) == 2
+    )
+    assert "no such file" in capsys.readouterr().err
+    assert main(["golden", "check", "hf:/x", "--card", "h200"]) == 2
+    assert "keyed by recipe" in capsys.readouterr().err
+    assert json.loads(RECIPE.read_text())["name"] == "qwen3.8-27b-exact"
