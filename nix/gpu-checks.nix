@@ -57,6 +57,9 @@ let
   # in the sandbox: each check compiles DeepGEMM/Triton/FlashInfer kernels once.
   withServer = variant: body: ''
     export HOME="$TMPDIR/home" XDG_CACHE_HOME="$TMPDIR/cache"
+    # bitexact names the card (golden records are per card) from nvidia-smi; README says how to
+    # expose it to the sandbox there.
+    export PATH="$PATH:/run/opengl-driver/bin"
     mkdir -p "$HOME" "$XDG_CACHE_HOME" "$out"
     # A subshell of its own, so its EXIT trap (stop the server) leaves stdenv's handler alone.
     (

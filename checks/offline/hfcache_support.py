@@ -85,9 +85,8 @@ def materialize(layout: dict[str, Any], files: dict[str, Path], cache: Path) -> 
 # Test doubles for the few nixpkgs functions pkgs/weights and images/ call (nixpkgs cannot be fetched
 # here). They record their arguments instead of building, so the glue's own logic (what is fetched from
 # where, which file goes into which layer, the image config, the layout script) evaluates with the real
-# Nix and can be asserted; `fetched` maps a (repo, path) to where the stand-in "downloaded" file lies.
+# Nix and can be asserted.
 NIXPKGS_DOUBLES = """
-fetchedRoot:
 let
   # Like a real derivation, the output path needs every attribute evaluated (so throws surface).
   fakeDrv = name: attrs: attrs // {
@@ -108,10 +107,18 @@ in rec {
     nameValuePair = name: value: { inherit name value; };
     optionalAttrs = c: a: if c then a else { };
   };
+  # The output path fetchurl's derivation would have: a flat fixed output of that name and hash (the
+  # builder does not enter it), computed by the real Nix; never built here.
   fetchurl = args: args.passthru // {
     fetchurlArgs = builtins.removeAttrs args [ "passthru" ];
-    outPath =
-      "${fetchedRoot}/${builtins.replaceStrings [ "/" ] [ "--" ] args.passthru.repo}/${args.passthru.path}";
+    outPath = (derivation {
+      inherit (args) name url;
+      builder = "builtin:fetchurl";
+      system = "builtin";
+      outputHashMode = "flat";
+      outputHashAlgo = if args ? sha256 then "sha256" else "";
+      outputHash = args.sha256 or args.hash;
+    }).outPath;
   };
   runCommand = name: env: script: fakeDrv name (env // (env.passthru or { }) // { inherit script; });
   writeShellApplication = args: fakeDrv args.name args;
@@ -126,3 +133,6 @@ in rec {
   };
 }
 """
+
+# The builders pkgs/weights/default.nix takes, from the doubles bound to `d`.
+WEIGHTS_BUILDERS = "inherit (d) lib fetchurl runCommandLocal writeText writeShellApplication;"

@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hfcache_support import NIXPKGS_DOUBLES, RECIPE_PATH, nix_error, nix_eval, nix_str, nix_value, write_repo
+from hfcache_support import (
+    NIXPKGS_DOUBLES,
+    RECIPE_PATH,
+    WEIGHTS_BUILDERS,
+    nix_error,
+    nix_eval,
+    nix_str,
+    nix_value,
+    write_repo,
+)
 from test_hfcache import DRAFTER_FILES, MODEL_FILES
 
 RECIPE = json.loads(RECIPE_PATH.read_text())
@@ -95,12 +104,12 @@ def locked(tmp_path: Path) -> dict[str, Path]:
 
 def gpu_checks(locked: dict[str, Path], port: int, kernels: bool, what: str) -> Any:
     weights = (
-        "import ./pkgs/weights/default.nix { inherit (d) lib fetchurl runCommandLocal writeText; "
+        f"import ./pkgs/weights/default.nix {{ {WEIGHTS_BUILDERS} "
         f"recipe = {READ_RECIPE}; manifestsDir = /. + {nix_str(str(locked['manifests']))}; }}"
     )
     kernel_args = 'kernelPython = "/fake-store/python"; sglangTree = "/fake-store/tree";' if kernels else ""
     return nix_eval(
-        f"let d = ({NIXPKGS_DOUBLES}) {nix_str(str(locked['files']))}; "
+        f"let d = {NIXPKGS_DOUBLES}; "
         "g = import ./nix/gpu-checks.nix { inherit (d) lib runCommand writeShellApplication curl coreutils; "
         f"recipe = {READ_RECIPE}; recipeFile = ./nix/recipes/qwen3.8-27b-exact.json; "
         f'server = "/fake-store/server"; bitexact = "/fake-store/bitexact"; weights = {weights}; '

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hfcache_support import NIXPKGS_DOUBLES, RECIPE_PATH, nix_eval, nix_str, write_repo
+from hfcache_support import NIXPKGS_DOUBLES, RECIPE_PATH, WEIGHTS_BUILDERS, nix_eval, nix_str, write_repo
 from test_hfcache import DRAFTER_FILES, MODEL_FILES
 
 RECIPE = json.loads(RECIPE_PATH.read_text())
@@ -26,17 +26,27 @@ def locked(tmp_path: Path) -> dict[str, Path]:
     return {"files": files, "manifests": manifests}
 
 
+def fetched_paths(locked: dict[str, Path]) -> dict[str, dict[str, str]]:
+    """repo -> file path -> the fixed-output store path its fetch derivation has."""
+    return nix_eval(
+        f"let d = {NIXPKGS_DOUBLES}; w = import ./pkgs/weights/default.nix {{ "
+        "inherit (d) lib fetchurl runCommandLocal writeText writeShellApplication; "
+        "recipe = builtins.fromJSON (builtins.readFile ./nix/recipes/qwen3.8-27b-exact.json); "
+        f"manifestsDir = /. + {nix_str(str(locked['manifests']))}; }}; "
+        "in builtins.mapAttrs (r: builtins.mapAttrs (p: f: f.outPath)) w.files"
+    )
+
+
 def image(locked: dict[str, Path] | None, server: str = "/fake-store/server") -> Any:
     """The recorded buildImage arguments; layers as their recorded buildLayer arguments."""
-    root = nix_str(str(locked["files"])) if locked else '"/nowhere"'
     weights = (
-        "import ./pkgs/weights/default.nix { inherit (d) lib fetchurl runCommandLocal writeText; "
+        f"import ./pkgs/weights/default.nix {{ {WEIGHTS_BUILDERS} "
         f"inherit recipe; manifestsDir = /. + {nix_str(str(locked['manifests']))}; }}"
         if locked
         else "null"
     )
     return nix_eval(
-        f"let d = ({NIXPKGS_DOUBLES}) {root}; "
+        f"let d = {NIXPKGS_DOUBLES}; "
         "recipe = builtins.fromJSON (builtins.readFile ./nix/recipes/qwen3.8-27b-exact.json); "
         "img = import ./images/default.nix { inherit (d) lib runCommand writeText makeWrapper; "
         "inherit (d) nix2container; "
@@ -60,11 +70,10 @@ def test_baked_image_layers(locked: dict[str, Path]) -> None:
         "incoai--Qwen3.8-27B-DFlash2",
     ]
     # Each weight layer holds exactly the fetched files of its repo (the small test repos fit in one).
-    model_deps = sorted(weight_layers[0]["deps"])
-    assert model_deps == sorted(str(locked["files"] / "Qwen--Qwen3.8-27B" / p) for p in MODEL_FILES)
-    assert sorted(weight_layers[1]["deps"]) == sorted(
-        str(locked["files"] / "incoai--Qwen3.8-27B-DFlash2" / p) for p in DRAFTER_FILES
-    )
+    fetched = fetched_paths(locked)
+    assert sorted(weight_layers[0]["deps"]) == sorted(fetched[MODEL["repo"]][p] for p in MODEL_FILES)
+    assert sorted(weight_layers[1]["deps"]) == sorted(fetched[DRAFTER["repo"]][p] for p in DRAFTER_FILES)
+    assert all(path.startswith("/nix/store/") for path in weight_layers[0]["deps"])
     assert all(layer["below"] == [] for layer in weight_layers)
     hub, server = img["layers"][-2:]
     assert hub["deps"] == ["/fake-store/hf-hub-cache"] and hub["below"] == names[:-2]

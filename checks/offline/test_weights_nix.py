@@ -1,6 +1,8 @@
-"""pkgs/weights/default.nix evaluated with the real Nix against recording doubles of fetchurl and
-runCommandLocal: the fetch arguments, that a token in the environment reaches no derivation, and the
-layout script run for real into a hub cache that huggingface_hub 1.32.0 resolves offline."""
+"""pkgs/weights/default.nix evaluated with the real Nix against recording doubles of the nixpkgs
+builders it calls (fetchurl's double has the real fixed-output path of its name and hash): the fetch
+arguments, that a token in the environment reaches no derivation, the seed script adding an existing
+hub cache's files to the real store at exactly those paths, and the layout script building a hub cache
+over them that huggingface_hub 1.32.0 resolves offline."""
 
 from __future__ import annotations
 
@@ -12,20 +14,43 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hfcache_support import NIXPKGS_DOUBLES, RECIPE_PATH, nix_error, nix_eval, nix_str, write_repo
+from hfcache_support import (
+    NIX_CONFIG,
+    NIXPKGS_DOUBLES,
+    RECIPE_PATH,
+    WEIGHTS_BUILDERS,
+    nix_error,
+    nix_eval,
+    nix_str,
+    write_repo,
+)
 from test_hfcache import DRAFTER_FILES, MODEL_FILES, resolve_offline
 
 RECIPE = json.loads(RECIPE_PATH.read_text())
 MODEL, DRAFTER = RECIPE["model"], RECIPE["drafter"]
 
 
-def weights_expr(files: Path, manifests: Path) -> str:
+def weights_expr(manifests: Path) -> str:
     return (
-        f"let d = ({NIXPKGS_DOUBLES}) {nix_str(str(files))}; "
+        f"let d = {NIXPKGS_DOUBLES}; "
         "recipe = builtins.fromJSON (builtins.readFile ./nix/recipes/qwen3.8-27b-exact.json); in "
-        "import ./pkgs/weights/default.nix { inherit (d) lib fetchurl runCommandLocal writeText; "
+        f"import ./pkgs/weights/default.nix {{ {WEIGHTS_BUILDERS} "
         f"inherit recipe; manifestsDir = /. + {nix_str(str(manifests))}; }}"
     )
+
+
+def user_hub_cache(root: Path, entry: dict[str, str], files: dict[str, bytes]) -> None:
+    """A hub cache as huggingface_hub writes one: blobs named by hash, snapshot entries linking to them."""
+    folder = root / ("models--" + entry["repo"].replace("/", "--"))
+    (folder / "refs").mkdir(parents=True)
+    (folder / "refs" / "main").write_text(entry["revision"])
+    for rel, data in files.items():
+        blob = folder / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(data)
+        link = folder / "snapshots" / entry["revision"] / rel
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
 
 
 @pytest.fixture()
@@ -38,15 +63,13 @@ def locked(tmp_path: Path) -> dict[str, Path]:
     return {"files": files, "manifests": manifests, "tmp": tmp_path}
 
 
-def evaluate(locked: dict[str, Path], attr: str, env: dict[str, str] | None = None) -> Any:
-    """`attr` of the weights derivation `w`, or any expression over `w`."""
-    expr = f"let w = {weights_expr(locked['files'], locked['manifests'])}; in {attr}"
-    if env is None:
-        return nix_eval(expr)
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
+def evaluate(locked: dict[str, Path], expr: str, env: dict[str, str] | None = None) -> Any:
+    """`expr` over the weights derivation `w`, evaluated with `env` added to the environment."""
+    full = f"let w = {weights_expr(locked['manifests'])}; in {expr}"
+    old = {k: os.environ.get(k) for k in env or {}}
+    os.environ.update(env or {})
     try:
-        return nix_eval(expr)
+        return nix_eval(full)
     finally:
         for k, v in old.items():
             if v is None:
@@ -56,7 +79,6 @@ def evaluate(locked: dict[str, Path], attr: str, env: dict[str, str] | None = No
 
 
 def test_one_fetchurl_per_file_with_the_manifest_hash(locked: dict[str, Path]) -> None:
-    # JSON prints an attrset with outPath as that path: ask for the recorded fetchurl arguments.
     files = evaluate(
         locked,
         "builtins.mapAttrs (r: builtins.mapAttrs (p: f: f.fetchurlArgs)) w.files",
@@ -78,31 +100,80 @@ def test_one_fetchurl_per_file_with_the_manifest_hash(locked: dict[str, Path]) -
 
 def test_absent_manifests_name_the_lock_command(tmp_path: Path) -> None:
     (tmp_path / "manifests").mkdir()
-    error = nix_error(f"({weights_expr(tmp_path, tmp_path / 'manifests')}).outPath")
+    error = nix_error(f"({weights_expr(tmp_path / 'manifests')}).outPath")
     assert "weights manifest for Qwen/Qwen3.8-27B@" in error and "run `nix run .#lock`" in error
 
 
-def test_the_layout_script_builds_a_cache_that_resolves_offline(locked: dict[str, Path]) -> None:
-    result = evaluate(locked, "{ inherit (w) script totalBytes; spec = w.completeness.text; }")
-    out = locked["tmp"] / "out"
-    done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", result["script"]], env={**os.environ, "out": str(out)}
+def run(script: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "NIX_CONFIG": NIX_CONFIG, **env}
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script, "script", *args], capture_output=True, text=True, env=full
     )
-    assert done.returncode == 0
+
+
+def test_seed_then_layout_resolves_offline(locked: dict[str, Path]) -> None:
+    """A user's existing hub cache -> the real store (seed script, real nix-store) -> the layout script's
+    hub cache, whose links point at those store paths -> huggingface_hub resolves both repos."""
+    result = evaluate(
+        locked,
+        "{ seed = w.seed.text; inherit (w) script totalBytes; spec = w.completeness.text; "
+        "paths = builtins.mapAttrs (r: builtins.mapAttrs (p: f: f.outPath)) w.files; }",
+    )
+    user = locked["tmp"] / "user-hub"
+    user_hub_cache(user, MODEL, MODEL_FILES)
+    user_hub_cache(user, DRAFTER, DRAFTER_FILES)
+    seeded = run(result["seed"], str(user))
+    assert seeded.returncode == 0, seeded.stderr
+    for repo, paths in result["paths"].items():
+        for path in paths.values():
+            assert f"added: {path}" in seeded.stdout or f"present: {path}" in seeded.stdout
+            assert Path(path).is_file()
+        assert (
+            Path(paths["config.json"]).read_bytes()
+            == (MODEL_FILES if repo == MODEL["repo"] else DRAFTER_FILES)["config.json"]
+        )
+    assert not list(user.glob(".seed-weights.*")), "the staging directory was left behind"
+
+    out = locked["tmp"] / "out"
+    laid = run(result["script"], out=str(out))
+    assert laid.returncode == 0, laid.stderr
     ref = out / "models--Qwen--Qwen3.8-27B" / "refs" / "main"
     assert ref.read_bytes() == MODEL["revision"].encode()
-    link = (
+    shard = (
         out
         / "models--Qwen--Qwen3.8-27B"
         / "snapshots"
         / MODEL["revision"]
         / "model-00001-of-00002.safetensors"
     )
-    assert (
-        link.is_symlink() and link.resolve() == (locked["files"] / "Qwen--Qwen3.8-27B" / link.name).resolve()
-    )
+    assert os.readlink(shard) == result["paths"][MODEL["repo"]]["model-00001-of-00002.safetensors"]
     resolved = resolve_offline(out, [MODEL["repo"], DRAFTER["repo"]])
     assert resolved.returncode == 0, resolved.stderr
     assert result["totalBytes"] == sum(map(len, MODEL_FILES.values())) + sum(map(len, DRAFTER_FILES.values()))
-    spec = json.loads(result["spec"])
-    assert [s["repo"] for s in spec] == [MODEL["repo"], DRAFTER["repo"]]
+    assert [s["repo"] for s in json.loads(result["spec"])] == [MODEL["repo"], DRAFTER["repo"]]
+
+
+def test_seed_refuses_a_file_that_differs_from_the_manifest(tmp_path: Path) -> None:
+    # Content of its own (the store keeps what earlier tests added, and present paths are skipped).
+    salt = os.urandom(8).hex().encode()
+    model_files = {"config.json": b"model " + salt, "model.safetensors": b"weights " + salt}
+    drafter_files = {"config.json": b"drafter " + salt}
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    for entry, content in ((MODEL, model_files), (DRAFTER, drafter_files)):
+        m = write_repo(tmp_path / "files", entry["repo"], entry["revision"], content)
+        (manifests / (entry["repo"].replace("/", "--") + ".json")).write_text(json.dumps(m))
+    seed = nix_eval(f"({weights_expr(manifests)}).seed.text")
+    user = tmp_path / "user-hub"
+    user_hub_cache(user, MODEL, model_files)
+    user_hub_cache(user, DRAFTER, {"config.json": b"tampered " + salt})
+    done = run(seed, str(user))
+    assert done.returncode == 1
+    assert "differs from the manifest: models--incoai--Qwen3.8-27B-DFlash2/snapshots/" in done.stderr
+    assert done.stdout.count("added: /nix/store/") == 2  # the model's two files went in
+    empty = tmp_path / "empty-hub"
+    empty.mkdir()
+    done = run(seed, str(empty))
+    assert (
+        done.returncode == 1 and "missing in the cache: models--incoai--Qwen3.8-27B-DFlash2/" in done.stderr
+    )

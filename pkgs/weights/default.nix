@@ -15,6 +15,7 @@
   fetchurl,
   runCommandLocal,
   writeText,
+  writeShellApplication,
   # The parsed recipe (nix/recipes/*.json); its model and drafter name the repos and revisions.
   recipe,
   manifestsDir ? ./manifests,
@@ -70,6 +71,44 @@ let
 
   layout = hf.cacheLayout manifests;
 
+  # `nix run .#seed-weights -- HUB_CACHE`: add the files of an existing HF hub cache to the store under
+  # the names and hashes fetchurl expects, so nothing is downloaded. nix-store --add-fixed refuses a
+  # symlink (the hub cache's snapshots are links into blobs/), so each file is hard-linked (or copied
+  # when the cache is on another filesystem) under its store name first. The store checks the hash:
+  # a file that differs from the manifest lands at another path, which the script reports.
+  seed = writeShellApplication {
+    name = "seed-weights";
+    text = ''
+      if [ $# -ne 1 ] || [ ! -d "$1" ]; then
+        echo "usage: seed-weights HUB_CACHE (the directory holding models--<org>--<name>/)" >&2
+        exit 2
+      fi
+      cache=$1
+      staging=$(mktemp -d "$cache/.seed-weights.XXXXXX")
+      trap 'rm -rf "$staging"' EXIT
+      failed=0
+      seed() {
+        local name=$1 target=$2 expected=$3 real got
+        if [ -e "$expected" ]; then echo "present: $expected"; return; fi
+        if [ ! -e "$cache/$target" ]; then echo "missing in the cache: $target" >&2; failed=1; return; fi
+        real=$(readlink -f "$cache/$target")
+        ln -f "$real" "$staging/$name" 2>/dev/null || cp "$real" "$staging/$name"
+        got=$(nix-store --add-fixed sha256 "$staging/$name")
+        rm -f "$staging/$name"
+        if [ "$got" != "$expected" ]; then
+          echo "differs from the manifest: $target (added as $got, expected $expected)" >&2
+          failed=1
+        else
+          echo "added: $got"
+        fi
+      }
+      ${lib.concatMapStrings (link: ''
+        seed ${lib.escapeShellArg link.name} ${lib.escapeShellArg link.target} ${files.${link.repo}.${link.path}}
+      '') layout.links}
+      exit "$failed"
+    '';
+  };
+
   # What the image's preflight checks at start (every file with its size, per repo and revision).
   completeness = writeText "hf-weights-completeness.json" (builtins.toJSON (hf.completenessSpec manifests));
 in
@@ -81,6 +120,7 @@ runCommandLocal "hf-hub-cache"
         files
         completeness
         layout
+        seed
         ;
       totalBytes = hf.totalBytes manifests;
     };
