@@ -34,7 +34,6 @@ PLACEHELD = frozenset(
         "compressed_tensors",
         "cuda",
         "decord",
-        "deep_gemm",
         "einops",
         "fastapi",
         "flashinfer",

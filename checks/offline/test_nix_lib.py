@@ -4,8 +4,10 @@ pins -> fetch specs, and the one-line errors for absent pins and bad edits."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +197,29 @@ def test_patch_series_is_every_patch_file_in_name_order() -> None:
     assert value(f"lib.patches.names {FIXTURES}/patches") == ["0001-a.patch", "0002-b.patch"]
     real = sorted(p.name for p in (ROOT / "patches" / "sglang").glob("*.patch"))
     assert value(f"lib.patches.names {ROOT}/patches/sglang") == real
+
+
+def test_python_launcher_agrees_with_nix_lib(tmp_path: Path) -> None:
+    """The same comparison the `launcher-agrees-with-nix-lib` flake check runs, here with Debian's Nix."""
+    expected = value(
+        "builtins.listToAttrs (map (name: { inherit name; value = { "
+        'argv = lib.recipe.command r name { "--host" = "0.0.0.0"; "--port" = "30000"; }; '
+        "env = (lib.recipe.launch r name).env; }; }) (lib.recipe.variantNames r))"
+    )
+    assert set(expected) == set(recipe_json()["variants"])
+    expected_file = tmp_path / "expected.json"
+    expected_file.write_text(json.dumps(expected))
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "nix" / "checks" / "launcher_vs_lib.py"),
+            str(RECIPE),
+            str(expected_file),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "pkgs" / "server" / "src"), "HOME": str(tmp_path)},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count(": agree") == len(expected)

@@ -40,7 +40,7 @@ let
   gitDependencies =
     locks: sort (a: b: a < b) (attrNames (listToAttrs (map (p: { name = key p; value = null; }) (filter isGit (concatLists (map sourced locks))))));
 
-  # One Cargo.lock (v3 text) holding the union of the locks' third-party packages, deduplicated
+  # One Cargo.lock (the newest input version) holding the union of the locks' third-party packages, deduplicated
   # by (name, version, source). Only the fields importCargoLock reads are kept.
   mergedLockText =
     locks:
@@ -72,7 +72,8 @@ let
         + (if builtins.elemAt f 3 == null then "" else field "checksum" (builtins.elemAt f 3))
         + "\n";
     in
-    "version = 3\n\n" + concatStringsSep "" (map render unique);
+    "version = ${toString (builtins.foldl' (v: l: if (l.version or 3) > v then l.version or 3 else v) 3 locks)}\n\n"
+    + concatStringsSep "" (map render unique);
 
   # Git dependencies that have no entry in outputHashes (empty when everything is pinned).
   missingOutputHashes = locks: outputHashes: filter (k: !(hasAttr k outputHashes)) (gitDependencies locks);

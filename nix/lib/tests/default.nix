@@ -434,6 +434,11 @@ let
       ];
     };
 
+    cargoMergedLockKeepsNewestVersion = {
+      expr =
+        (builtins.fromTOML (cargo.mergedLockText (map cargo.parse (cargo.lockFiles (fx + "/rust"))))).version;
+      expected = 4;
+    };
     patchSeriesInNameOrder = {
       expr = lib.patches.names (fx + "/patches");
       expected = [

@@ -1,0 +1,144 @@
+"""Patch 0003: target-verify attention gives decode's bits, eager and under CUDA-graph replay.
+
+Every check calls the patched TritonAttnBackend methods (init_forward_metadata, forward_extend,
+forward_decode, init_cuda_graph_state, init_forward_metadata_out_graph) on SGLang's own pools, layer,
+batches and DFLASH verify input, with SGLang's Triton kernels. Reference: the same tokens decoded one
+step at a time (forward_decode). Equality is bitwise (torch.equal).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+WIDTH = 8  # --speculative-num-draft-tokens 8
+
+# Around the split tile (256): the last draft row crosses into a new split where prefix + j + 1 passes a
+# multiple of 256. Plus the recipe's own reference prompts (640, 2.2k) and long contexts up to 128k.
+SHORT_PREFIXES = [1, 7, 248, 249, 255, 256, 257, 504, 511, 512, 513, 640, 767, 1023, 1024, 2200]
+LONG_PREFIXES = [8191, 32768, 65533, 131072]
+
+
+@pytest.fixture(scope="module")
+def harness(sglang_root):
+    import attn_harness
+
+    return attn_harness
+
+
+def _first_difference(a, b):
+    import torch
+
+    diff = (a.float() - b.float()).abs()
+    rows = torch.nonzero(diff.amax(dim=1)).flatten().tolist()
+    return rows[:5], float(diff.max())
+
+
+def assert_bitwise(got, want, what: str) -> None:
+    import torch
+
+    assert torch.equal(got, want), (
+        f"{what}: rows differing (first 5, max abs diff) {_first_difference(got, want)}"
+    )
+
+
+@pytest.mark.parametrize("prefix", SHORT_PREFIXES)
+def test_verify_rows_equal_decode(harness, prefix: int) -> None:
+    import torch
+
+    case = harness.make_case([prefix], WIDTH, seed=prefix)
+    decoded = case.run_decode()
+    verified = case.run_verify(case.backend)
+    assert torch.equal(verified, decoded), (
+        f"rows differing from decode: {_first_difference(verified, decoded)}"
+    )
+
+
+@pytest.mark.parametrize("prefix", LONG_PREFIXES)
+def test_verify_rows_equal_decode_long(harness, prefix: int) -> None:
+    import torch
+
+    case = harness.make_case([prefix], WIDTH, seed=prefix)
+    decoded = case.run_decode()
+    verified = case.run_verify(case.backend)
+    assert torch.equal(verified, decoded), (
+        f"rows differing from decode: {_first_difference(verified, decoded)}"
+    )
+
+
+def test_verify_batch_of_eight_equal_decode(harness) -> None:
+    """Eight requests in flight (the recipe's --max-running-requests), mixed lengths."""
+    import torch
+
+    case = harness.make_case([3, 255, 256, 640, 1000, 2200, 4097, 9000], WIDTH, seed=8)
+    decoded = case.run_decode()
+    verified = case.run_verify(case.backend)
+    assert torch.equal(verified, decoded), (
+        f"rows differing from decode: {_first_difference(verified, decoded)}"
+    )
+
+
+def test_stock_verify_differs_from_decode(harness) -> None:
+    """Without the patch the check would fail: the stock unified kernel is not decode's arithmetic."""
+    import torch
+
+    differing = []
+    for prefix in (640, 2200, 8191):
+        case = harness.make_case([prefix], WIDTH, seed=prefix)
+        decoded = case.run_decode()
+        stock = case.run_verify(case.stock)
+        assert case.stock.__dict__.get("_bitexact_exact_verify", "unset") is None
+        if not torch.equal(stock, decoded):
+            differing.append((prefix, _first_difference(stock, decoded)))
+    print(f"stock verify vs decode, differing (prefix, (rows, max abs diff)): {differing}")
+    assert differing, "stock verify equalled decode at every prefix: the check could not catch a regression"
+
+
+@pytest.mark.parametrize("prefixes", [[640], [255, 257, 2200, 1]], ids=["bs1", "bs4"])
+def test_verify_cuda_graph_replay_equals_decode(harness, prefixes: list[int]) -> None:
+    """Captured with the graph runner's fill lengths, replayed with the real ones."""
+    import torch
+
+    max_bs = 4
+    case = harness.make_case(prefixes, WIDTH, seed=len(prefixes), max_bs=max_bs)
+    backend = case.backend
+    decoded = case.run_decode()
+    case.run_verify(backend)  # eager first: compiles the kernels outside the capture
+    backend.init_cuda_graph_state(max_bs, max_bs * WIDTH)
+    fill = backend.get_cuda_graph_seq_len_fill_value()
+    capture_batch = case.verify_batch([fill] * case.bs)
+    backend.init_forward_metadata_out_graph(capture_batch, in_capture=True)
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        out = backend.forward_extend(case.q, case.k_draft, case.v_draft, case.layer, capture_batch)
+    torch.cuda.current_stream().wait_stream(stream)
+    for _ in range(2):
+        out.zero_()
+        backend.init_forward_metadata_out_graph(case.verify_batch(), in_capture=False)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, decoded), (
+            f"replay rows differing from decode: {_first_difference(out, decoded)}"
+        )
+
+
+def test_exact_path_only_in_deterministic_mode(harness) -> None:
+    """The patch's state is created only under deterministic inference."""
+    from sglang.srt.layers.attention.exact_verify_attention import exact_verify_state
+
+    case = harness.make_case([16], WIDTH)
+    assert exact_verify_state(case.backend) is not None
+    plain = harness.make_backend(case.backend.token_to_kv_pool, case.backend.req_to_token_pool, WIDTH)
+    plain.enable_deterministic = False
+    assert exact_verify_state(plain) is None
+
+
+def test_versions_recorded() -> None:
+    import torch
+    import triton
+
+    print(f"torch {torch.__version__}, triton {triton.__version__}, {torch.cuda.get_device_name()}")
+    print(f"tree {os.environ.get('BITEXACT_SGLANG_TREE')}")

@@ -1,0 +1,154 @@
+"""Patch 0004: the small-M Triton route of matmul_persistent.
+
+Shapes and rules are those of the public upstream test for the route: (N, K) = (96, 5120),
+(5120, 6144), (5120, 17408), (14336, 5120), M = 1..16, exact comparison (torch.equal).
+
+What runs where: the route kernel and its batch invariance run on any CUDA card. The dispatch checks call
+the real `_matmul_persistent_deepgemm` (the function the hook sits in, reached only through the tree's
+own DeepGEMM eligibility test) and the real `matmul_persistent`; on a card other than SM120/121 they
+monkeypatch `small_m_route.device_capability`, the SM capability query, and nothing else. Without the
+deep_gemm package (Hopper here) a GEMM that leaves the route reaches the DeepGEMM call and fails there
+with NameError('deep_gemm'): that failure is the observable proof that it took the DeepGEMM path.
+Equality with DeepGEMM needs an SM120/121 card with deep_gemm installed and is skipped elsewhere.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+SHAPES = [(96, 5120), (5120, 6144), (5120, 17408), (14336, 5120)]
+CAP = 16
+
+
+@pytest.fixture(scope="module")
+def mods(sglang_root):
+    import types
+
+    from sglang.srt.batch_invariant_ops import batch_invariant_ops, small_m_route
+
+    return types.SimpleNamespace(bio=batch_invariant_ops, route=small_m_route)
+
+
+def _operands(n: int, k: int, m: int = CAP, seed: int = 0):
+    import torch
+
+    gen = torch.Generator(device="cpu").manual_seed(seed + n + k)
+    a = torch.randn((m, k), generator=gen).to(torch.bfloat16).cuda()
+    weight = torch.randn((n, k), generator=gen).mul_(k**-0.5).to(torch.bfloat16).cuda()
+    bias = torch.randn((n,), generator=gen).to(torch.bfloat16).cuda()
+    return a, weight.t(), bias  # b = W^T: [K, N] with a contiguous transpose, as nn.Linear hands it over
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
+def test_route_is_batch_invariant(mods, shape: tuple[int, int]) -> None:
+    import torch
+
+    a, b, _ = _operands(*shape)
+    full = mods.route.small_m_matmul(a, b)
+    for m in range(1, CAP + 1):
+        part = mods.route.small_m_matmul(a[:m].contiguous(), b)
+        assert torch.equal(part[0], full[0]), f"row 0 changes between M={m} and M={CAP}"
+        assert torch.equal(part, full[:m]), f"rows of M={m} differ from the same rows at M={CAP}"
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
+def test_route_bias_added_after_in_bf16(mods, shape: tuple[int, int]) -> None:
+    import torch
+
+    a, b, bias = _operands(*shape)
+    plain = mods.route.small_m_matmul(a, b)
+    with_bias = mods.route.small_m_matmul(a, b, bias=bias)
+    assert torch.equal(with_bias, plain + bias)
+    ref = a.float() @ b.float()
+    assert torch.allclose(plain.float(), ref, atol=2e-2, rtol=2e-2), "route result is not a @ b"
+
+
+@pytest.fixture
+def sm120(mods, monkeypatch: pytest.MonkeyPatch):
+    """Route on: the recipe's variable, and the SM capability query answering 12.0 where it does not."""
+    monkeypatch.setenv(mods.route.SMALL_M_ENV, str(CAP))
+    real = mods.route.device_capability(0)
+    if real not in mods.route.ROUTED_CAPABILITIES:
+        monkeypatch.setattr(mods.route, "device_capability", lambda index: (12, 0))
+    return real
+
+
+def _deepgemm_available(mods) -> bool:
+    return "deep_gemm" in vars(mods.bio)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
+def test_dispatch_inside_deepgemm_path(mods, sm120, shape: tuple[int, int]) -> None:
+    """M <= cap bf16 -> route (+bias after); M > cap or fp32 output -> DeepGEMM."""
+    import torch
+
+    if _deepgemm_available(mods):
+        pytest.skip("deep_gemm is installed: the DeepGEMM equality test covers this card")
+    a17, b, bias = _operands(*shape, m=CAP + 1)
+    for m in (1, 7, CAP):
+        a = a17[:m].contiguous()
+        got = mods.bio._matmul_persistent_deepgemm(a, b, torch.bfloat16, bias)
+        assert torch.equal(got, mods.route.small_m_matmul(a, b, bias=bias)), f"M={m} did not take the route"
+    with pytest.raises(NameError, match="deep_gemm"):
+        mods.bio._matmul_persistent_deepgemm(a17, b, torch.bfloat16, bias)  # M = cap + 1
+    with pytest.raises(NameError, match="deep_gemm"):
+        mods.bio._matmul_persistent_deepgemm(a17[:4].contiguous(), b, torch.float32, bias)  # fp32 out
+
+
+def test_dispatch_needs_cap_and_sm120(mods, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    a, b, _ = _operands(5120, 6144, m=4)
+    monkeypatch.delenv(mods.route.SMALL_M_ENV, raising=False)
+    assert not mods.route.small_m_route_applies(a, torch.bfloat16), "route on without the variable"
+    monkeypatch.setenv(mods.route.SMALL_M_ENV, str(CAP))
+    monkeypatch.setattr(mods.route, "device_capability", lambda index: (9, 0))
+    assert not mods.route.small_m_route_applies(a, torch.bfloat16), "route on for sm90"
+    monkeypatch.setattr(mods.route, "device_capability", lambda index: (12, 1))
+    assert mods.route.small_m_route_applies(a, torch.bfloat16)
+    assert not mods.route.small_m_route_applies(a, torch.float32)
+    monkeypatch.setenv(mods.route.SMALL_M_ENV, "sixteen")
+    with pytest.raises(ValueError, match="SMALL_M_TRITON"):
+        mods.route.small_m_route_applies(a, torch.bfloat16)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
+def test_matmul_persistent_follows_tree_eligibility(mods, sm120, shape: tuple[int, int]) -> None:
+    """The real entry point: where the tree's test says "no DeepGEMM", the route is never taken, so
+    rows cannot flip between M = 16 and 17 (on this card: persistent Triton for every M)."""
+    import torch
+
+    if _deepgemm_available(mods):
+        pytest.skip("deep_gemm is installed: the DeepGEMM equality test covers this card")
+    a17, b, bias = _operands(*shape, m=CAP + 1)
+    row0 = None
+    for m in range(1, CAP + 2):
+        a = a17[:m].contiguous()
+        got = mods.bio.matmul_persistent(a, b, bias=bias)
+        assert torch.equal(got, mods.bio._matmul_persistent_triton(a, b, torch.bfloat16, bias))
+        row0 = got[0] if row0 is None else row0
+        assert torch.equal(got[0], row0), f"row 0 flips at M={m}"
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
+def test_route_equals_deepgemm_on_sm120(
+    mods, monkeypatch: pytest.MonkeyPatch, shape: tuple[int, int]
+) -> None:
+    import torch
+
+    capability = mods.route.device_capability(0)
+    present = _deepgemm_available(mods)
+    if capability not in mods.route.ROUTED_CAPABILITIES or not present:
+        sm = f"sm{capability[0]}{capability[1]}"
+        pytest.skip(f"needs SM120/121 with deep_gemm (this card: {sm}, deep_gemm present: {present})")
+    monkeypatch.setenv(mods.route.SMALL_M_ENV, str(CAP))
+    a17, b, bias = _operands(*shape, m=CAP + 1)
+    for m in range(1, CAP + 1):
+        a = a17[:m].contiguous()
+        route = mods.bio.matmul_persistent(a, b, bias=bias)
+        monkeypatch.setenv(mods.route.SMALL_M_ENV, "0")
+        deepgemm = mods.bio.matmul_persistent(a, b, bias=bias)
+        monkeypatch.setenv(mods.route.SMALL_M_ENV, str(CAP))
+        assert torch.equal(route, deepgemm), f"route != DeepGEMM at M={m}"
+    row17 = mods.bio.matmul_persistent(a17, b, bias=bias)
+    assert torch.equal(row17[0], mods.bio.matmul_persistent(a17[:1].contiguous(), b, bias=bias)[0])

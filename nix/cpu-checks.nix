@@ -1,0 +1,70 @@
+# Checks that need no GPU and no network beyond fixed-output fetches. They are flake checks and,
+# linked together, the `cpu-checks` package for hosts whose builders lack the `cuda` feature.
+{
+  pkgs,
+  lib,
+  blib,
+  recipe,
+  recipePath,
+  deep-gemm,
+  sglangSrc,
+  sglangPatches,
+}:
+let
+  libTests = import ./lib/tests;
+
+  serving = {
+    "--host" = "0.0.0.0";
+    "--port" = "30000";
+  };
+  # nix/lib's answer for every variant, for the launcher to agree with.
+  expectedLaunches = lib.genAttrs (blib.recipe.variantNames recipe) (name: {
+    argv = blib.recipe.command recipe name serving;
+    inherit (blib.recipe.launch recipe name) env;
+  });
+in
+{
+  # nix/lib's unit tests, evaluated while this derivation is instantiated.
+  nix-lib =
+    pkgs.runCommand "nix-lib-tests"
+      {
+        failures = builtins.toJSON libTests.failures;
+        count = toString libTests.count;
+      }
+      ''
+        if [ "$failures" != "[]" ]; then
+          echo "nix/lib tests failed: $failures" >&2
+          exit 1
+        fi
+        echo "$count nix/lib tests passed" | tee $out
+      '';
+
+  # The Python launcher computes the argv and env that nix/lib computes, for every variant.
+  launcher-agrees-with-nix-lib =
+    pkgs.runCommand "launcher-agrees-with-nix-lib"
+      {
+        nativeBuildInputs = [ pkgs.python3 ];
+        expected = builtins.toJSON expectedLaunches;
+        passAsFile = [ "expected" ];
+      }
+      ''
+        export HOME=$TMPDIR
+        PYTHONPATH=${../pkgs/server/src} python3 ${./checks/launcher_vs_lib.py} ${recipePath} "$expectedPath" | tee $out
+      '';
+
+  # DeepGEMM's wheel with the fence: the patch applies with --fuzz=0 and the header holds the fence
+  # (the package's own install check).
+  deep-gemm-fenced = deep-gemm;
+}
+// lib.optionalAttrs (sglangSrc != null) {
+  # The patch series applies, in order and without fuzz, to the pinned SGLang commit.
+  sglang-patches-apply = pkgs.runCommand "sglang-patches-apply" { } ''
+    cp -r ${sglangSrc} tree
+    chmod -R u+w tree
+    for patch in ${lib.escapeShellArgs (map (p: "${p}") sglangPatches)}; do
+      echo "applying $(basename "$patch")"
+      patch -p1 --fuzz=0 --batch --forward -d tree < "$patch"
+    done
+    echo "${toString (builtins.length sglangPatches)} patches apply to ${sglangSrc.rev}" | tee $out
+  '';
+}

@@ -1,0 +1,178 @@
+# Flake outputs. Pure logic lives in nix/lib (builtins only, exported as `lib`); this file wires
+# nixpkgs, uv2nix and the package files together for x86_64-linux.
+{
+  nixpkgs,
+  uv2nix,
+  pyproject-nix,
+  pyproject-build-systems,
+  nix2container,
+  ...
+}:
+let
+  system = "x86_64-linux";
+  blib = import ./lib;
+  inherit (nixpkgs) lib;
+
+  recipePath = ./recipes/qwen3.8-27b-exact.json;
+  recipe = blib.recipe.load recipePath;
+  pinsDir = ./pins;
+
+  # No global cudaSupport: the CUDA code comes from the locked wheels, so nothing in nixpkgs has to
+  # be rebuilt for CUDA. Unfree only for NVIDIA/CUDA names.
+  pkgs = import nixpkgs {
+    inherit system;
+    config.allowUnfreePredicate = pkg: blib.unfree.allowed (lib.getName pkg);
+  };
+
+  # What `nix run .#lock` still has to fill; packages that need a missing pin are replaced by a
+  # derivation that fails with this list, so that `nix flake check` evaluates and fails only in
+  # the `pins` check. (The builtins-level throw in nix/lib/pins.nix still guards every direct use.)
+  missingPins =
+    repos:
+    blib.pins.missing {
+      inherit pinsDir repos;
+      manifestsDir = ../pkgs/weights/manifests;
+      wheelStubs = [ "cuda-tile" ];
+    };
+  missingForServer = missingPins [ ];
+  missingForImage = missingPins [
+    recipe.model.repo
+    recipe.drafter.repo
+  ];
+  pinsReport = missing: lib.concatMapStrings (m: "  - ${m}\n") missing;
+  unpinned =
+    name: missing:
+    pkgs.runCommand "${name}-needs-pins" { meta.mainProgram = name; } ''
+      printf '%s needs pins that are not filled yet:\n%s' ${lib.escapeShellArg name} ${lib.escapeShellArg (pinsReport missing)} >&2
+      echo "run \`${blib.pins.lockCommand}\` on a machine with network access and commit nix/pins/" >&2
+      exit 1
+    '';
+  guard = missing: name: drv: if missing == [ ] then drv else unpinned name missing;
+
+  serverEnv = pkgs.callPackage ../pkgs/server-env {
+    inherit
+      uv2nix
+      pyproject-nix
+      pyproject-build-systems
+      blib
+      recipe
+      pinsDir
+      ;
+    patchesDir = ../patches;
+  };
+
+  mkServer =
+    args:
+    pkgs.callPackage ../pkgs/server (
+      {
+        inherit serverEnv recipePath;
+      }
+      // args
+    );
+
+  server = mkServer { };
+
+  packages = {
+    server = guard missingForServer "server" server;
+    sglang = guard missingForServer "sglang" serverEnv.pythonSet.sglang;
+    server-env = guard missingForServer "server-env" serverEnv.venv;
+    deep-gemm = serverEnv.pythonSet.sgl-deep-gemm;
+    lock = pkgs.callPackage ../pkgs/lock { };
+    cpu-checks = pkgs.linkFarm "bitexact-cpu-checks" (
+      lib.mapAttrsToList (name: path: { inherit name path; }) cpuChecks
+    );
+  }
+  # D: the bitexact tool (checks/bitexact/package.nix, a python3Packages-style package).
+  // lib.optionalAttrs (builtins.pathExists ../checks/bitexact/package.nix) {
+    bitexact = pkgs.python3Packages.callPackage ../checks/bitexact/package.nix { };
+  }
+  # E: OCI images (images/default.nix returns { image, image-dev }).
+  // lib.optionalAttrs (builtins.pathExists ../images/default.nix) (
+    lib.mapAttrs (guard missingForImage) (
+      import ../images {
+        inherit
+          pkgs
+          blib
+          recipe
+          mkServer
+          ;
+        nix2container = nix2container.packages.${system}.nix2container;
+      }
+    )
+  );
+
+  cpuChecks = import ./cpu-checks.nix {
+    inherit
+      pkgs
+      lib
+      blib
+      recipe
+      recipePath
+      ;
+    deep-gemm = serverEnv.pythonSet.sgl-deep-gemm;
+    sglangSrc =
+      if missingForServer == [ ] then serverEnv.pythonSet.sglang.passthru.src else null;
+    sglangPatches = blib.patches.series ../patches/sglang;
+  };
+
+  # The one check that names the lock command while pins are absent.
+  pinsCheck = pkgs.runCommand "pins" { } (
+    if missingForImage == [ ] then
+      "echo all pins filled > $out"
+    else
+      ''
+        printf 'pins not filled yet:\n%s' ${lib.escapeShellArg (pinsReport missingForImage)} >&2
+        echo "run \`${blib.pins.lockCommand}\` on a machine with network access and commit nix/pins/" >&2
+        exit 1
+      ''
+  );
+
+  # E: GPU checks (nix/gpu-checks.nix returns an attrset of derivations with
+  # requiredSystemFeatures = [ "cuda" ]). They need the server and the weights, so they join the
+  # flake checks once every pin is filled.
+  gpuChecks = lib.optionalAttrs (builtins.pathExists ./gpu-checks.nix && missingForImage == [ ]) (
+    import ./gpu-checks.nix {
+      inherit
+        pkgs
+        blib
+        recipe
+        mkServer
+        packages
+        ;
+    }
+  );
+in
+{
+  lib = blib;
+
+  packages.${system} = packages // {
+    default = packages.server;
+  };
+
+  apps.${system} = {
+    server = {
+      type = "app";
+      program = lib.getExe packages.server;
+    };
+    lock = {
+      type = "app";
+      program = lib.getExe packages.lock;
+    };
+  };
+
+  checks.${system} = cpuChecks // { pins = pinsCheck; } // gpuChecks;
+
+  devShells.${system}.default = pkgs.mkShell {
+    packages = [
+      pkgs.python312
+      pkgs.uv
+      pkgs.nixfmt
+      pkgs.ruff
+    ];
+    shellHook = ''
+      echo "offline tests: bash checks/offline/run.sh; pins: nix run .#lock"
+    '';
+  };
+
+  formatter.${system} = pkgs.nixfmt-tree;
+}

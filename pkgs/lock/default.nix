@@ -1,0 +1,29 @@
+# `nix run .#lock`: pinlock (pkgs/lock), the tool that fills what needs a network: GitHub narHash,
+# Cargo git-dependency hashes, Hugging Face weight manifests, the uv.lock refresh. Standard library
+# only (NAR hashing included); uv, for the uv.lock refresh, is put on its PATH.
+{
+  lib,
+  python3Packages,
+  uv,
+}:
+python3Packages.buildPythonApplication {
+  pname = "pinlock";
+  version = (lib.importTOML ./pyproject.toml).project.version;
+  pyproject = true;
+  src = lib.fileset.toSource {
+    root = ./.;
+    fileset = lib.fileset.unions [
+      ./pyproject.toml
+      ./src/pinlock
+    ];
+  };
+  build-system = [ python3Packages.setuptools ];
+  makeWrapperArgs = [
+    "--prefix"
+    "PATH"
+    ":"
+    (lib.makeBinPath [ uv ])
+  ];
+  pythonImportsCheck = [ "pinlock" ];
+  meta.mainProgram = "pinlock";
+}

@@ -1,0 +1,23 @@
+# The launcher's Python package (pkgs/server: pyproject.toml + src/exactlaunch), built into the
+# server's package set so that it runs on the venv's interpreter: it replaces the recipe's leading
+# `python` with sys.executable and its preflight finds sglang/deep_gemm through importlib.
+{
+  lib,
+  stdenv,
+  pyprojectHook,
+  resolveBuildSystem,
+}:
+stdenv.mkDerivation {
+  pname = "exactlaunch";
+  version = (lib.importTOML ./pyproject.toml).project.version;
+  src = lib.fileset.toSource {
+    root = ./.;
+    fileset = lib.fileset.unions [
+      ./pyproject.toml
+      ./src/exactlaunch
+    ];
+  };
+  nativeBuildInputs = [ pyprojectHook ] ++ resolveBuildSystem { setuptools = [ ]; };
+  # Standard library only (pyproject.toml: dependencies = []).
+  passthru.dependencies = { };
+}
