@@ -56,7 +56,7 @@ in
   # (the package's own install check).
   deep-gemm-fenced = deep-gemm;
 }
-// lib.optionalAttrs (sglangSrc != null) {
+// (if sglangSrc == null then { } else {
   # The patch series applies, in order and without fuzz, to the pinned SGLang commit.
   sglang-patches-apply = pkgs.runCommand "sglang-patches-apply" { } ''
     cp -r ${sglangSrc} tree
@@ -67,4 +67,4 @@ in
     done
     echo "${toString (builtins.length sglangPatches)} patches apply to ${sglangSrc.rev}" | tee $out
   '';
-}
+})

@@ -12,6 +12,9 @@ let
   system = "x86_64-linux";
   blib = import ./lib;
   inherit (nixpkgs) lib;
+  # The shape of the outputs (attribute names) is computed with builtins only, so that outputs that
+  # do not need nixpkgs (`lib`, and the names in `nix flake show`) evaluate without fetching it.
+  optionalAttrs = cond: attrs: if cond then attrs else { };
 
   recipePath = ./recipes/qwen3.8-27b-exact.json;
   recipe = blib.recipe.load recipePath;
@@ -83,12 +86,12 @@ let
     );
   }
   # D: the bitexact tool (checks/bitexact/package.nix, a python3Packages-style package).
-  // lib.optionalAttrs (builtins.pathExists ../checks/bitexact/package.nix) {
+  // optionalAttrs (builtins.pathExists ../checks/bitexact/package.nix) {
     bitexact = pkgs.python3Packages.callPackage ../checks/bitexact/package.nix { };
   }
   # E: OCI images (images/default.nix returns { image, image-dev }).
-  // lib.optionalAttrs (builtins.pathExists ../images/default.nix) (
-    lib.mapAttrs (guard missingForImage) (
+  // optionalAttrs (builtins.pathExists ../images/default.nix) (
+    builtins.mapAttrs (guard missingForImage) (
       import ../images {
         inherit
           pkgs
@@ -130,7 +133,7 @@ let
   # E: GPU checks (nix/gpu-checks.nix returns an attrset of derivations with
   # requiredSystemFeatures = [ "cuda" ]). They need the server and the weights, so they join the
   # flake checks once every pin is filled.
-  gpuChecks = lib.optionalAttrs (builtins.pathExists ./gpu-checks.nix && missingForImage == [ ]) (
+  gpuChecks = optionalAttrs (builtins.pathExists ./gpu-checks.nix && missingForImage == [ ]) (
     import ./gpu-checks.nix {
       inherit
         pkgs

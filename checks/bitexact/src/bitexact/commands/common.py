@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import sys
@@ -77,7 +78,9 @@ def settings_of(args: argparse.Namespace) -> Settings:
 
 
 def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:80]
+    """A file-name-safe form of an engine string; the hash keeps long strings with a common prefix apart."""
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60]
+    return f"{readable}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def run_side(

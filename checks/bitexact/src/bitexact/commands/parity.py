@@ -24,6 +24,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--spec-b", choices=REQUIREMENTS, help="must B speculate? (default from preset, else any)")
     p.add_argument("--inflight-a", type=int, help="requests in flight on A (HTTP engines)")
     p.add_argument("--inflight-b", type=int, help="requests in flight on B (HTTP engines)")
+    p.add_argument("--name", help="file name stem of the reports (default: parity or parity-PRESET)")
     add_prompt_options(p)
     p.set_defaults(run=run)
 
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         gens_a=gens_a,
         gens_b=gens_b,
     )
-    stem = f"parity-{args.preset}" if args.preset else "parity"
+    stem = args.name or (f"parity-{args.preset}" if args.preset else "parity")
     _write_reports(args.out, stem, summary)
     summary["reports"] = [str(args.out / f"{stem}.md"), str(args.out / f"{stem}.html")]
     emit(
