@@ -1,6 +1,6 @@
-# OCI images of the server, built with nix2container (locked in flake.lock):
-#   image      server + the recipe's weights baked in (`weights` given)
-#   image-dev  server only (`weights = null`); mount a hub cache at /models
+# One OCI image of the server, built with nix2container (locked in flake.lock), with the recipe's
+# weights baked in (`weights` given: `.#image`) or without (`weights = null`: `.#image-dev`, which
+# expects a hub cache mounted at /models). images/default.nix makes both.
 #
 # Why nix2container over dockerTools.streamLayeredImage: layers are explicit derivations, so each
 # weight layer (nix/lib/image-plan.nix) is a buildLayer whose inputs are the weight files alone: a

@@ -11,6 +11,7 @@
   writeShellApplication,
   curl,
   coreutils,
+  gcc,
   # The parsed recipe and its file (the same one the server's wrapper names).
   recipe,
   recipeFile,
@@ -122,10 +123,15 @@ let
   # proving anything, so the JUnit report must show tests run and none skipped.
   kernels = runCommand "gpu-kernels" {
     requiredSystemFeatures = [ "cuda" ];
-    nativeBuildInputs = [ kernelPython ];
+    # Triton compiles its launcher stubs with a host C compiler.
+    nativeBuildInputs = [
+      kernelPython
+      gcc
+    ];
     BITEXACT_SGLANG_TREE = "${sglangTree}";
   } ''
     export HOME="$TMPDIR/home" TRITON_CACHE_DIR="$TMPDIR/triton"
+    if [ -e /run/opengl-driver/lib/libcuda.so.1 ]; then export TRITON_LIBCUDA_PATH=/run/opengl-driver/lib; fi
     mkdir -p "$HOME" "$out"
     cp -r ${checksDir + "/gpu"} gpu
     chmod -R u+w gpu

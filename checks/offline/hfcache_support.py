@@ -92,6 +92,7 @@ let
   fakeDrv = name: attrs: attrs // {
     inherit name;
     outPath = builtins.seq (builtins.toJSON attrs) "/fake-store/${name}";
+    overrideAttrs = f: fakeDrv name (attrs // f attrs);
   };
 in rec {
   lib = {
@@ -124,9 +125,23 @@ in rec {
   writeShellApplication = args: fakeDrv args.name args;
   curl = "/fake-store/curl";
   coreutils = "/fake-store/coreutils";
+  gcc = "/fake-store/gcc";
   runCommandLocal = runCommand;
   writeText = name: text: fakeDrv name { inherit text; };
   makeWrapper = fakeDrv "makeWrapper" { };
+  writeShellScriptBin = name: text: fakeDrv name { inherit text; };
+  python312 = {
+    sitePackages = "lib/python3.12/site-packages";
+    pkgs = {
+      pytest = "/fake-store/pytest";
+      makePythonPath = ps: builtins.concatStringsSep ":" (map (p: "${p}/lib/python3.12/site-packages") ps);
+    };
+  };
+  # callPackage as nixpkgs does it: the function's named arguments from this set, overridden by `args`.
+  callPackage = f: args:
+    let fn = import f; in fn (builtins.intersectAttrs (builtins.functionArgs fn) doubles // args);
+  doubles = { inherit lib fetchurl runCommand runCommandLocal writeText writeShellApplication
+    writeShellScriptBin makeWrapper curl coreutils gcc python312; };
   nix2container = {
     buildLayer = args: args // { kind = "layer"; };
     buildImage = args: args // { kind = "image"; };

@@ -110,7 +110,8 @@ def gpu_checks(locked: dict[str, Path], port: int, kernels: bool, what: str) -> 
     kernel_args = 'kernelPython = "/fake-store/python"; sglangTree = "/fake-store/tree";' if kernels else ""
     return nix_eval(
         f"let d = {NIXPKGS_DOUBLES}; "
-        "g = import ./nix/gpu-checks.nix { inherit (d) lib runCommand writeShellApplication curl coreutils; "
+        "g = import ./nix/gpu-checks-build.nix { "
+        "inherit (d) lib runCommand writeShellApplication curl coreutils gcc; "
         f"recipe = {READ_RECIPE}; recipeFile = ./nix/recipes/qwen3.8-27b-exact.json; "
         f'server = "/fake-store/server"; bitexact = "/fake-store/bitexact"; weights = {weights}; '
         f"port = {port}; {kernel_args} }}; in {what}"
@@ -216,3 +217,24 @@ def test_a_server_that_dies_fails_the_battery(locked: dict[str, Path], tmp_path:
     code, stderr, calls = run_battery(locked, tmp_path, "gpu-parity-forced-reject", FAKE_SERVER_DIES="1")
     assert code == 2 and calls == []
     assert "the forced-reject server did not come up" in stderr and "fake server: dying on start" in stderr
+
+
+def test_the_outputs_adapter() -> None:
+    """nix/gpu-checks.nix as nix/outputs.nix calls it: every battery plus gpu-kernels, all needing the
+    cuda feature, and the record-golden app on gpu-golden's passthru."""
+    got = nix_eval(
+        f"let d = {NIXPKGS_DOUBLES}; out = import ./nix/gpu-checks.nix {{ pkgs = d; recipe = {READ_RECIPE}; "
+        'packages.bitexact = "/fake-store/bitexact"; '
+        'mkServer = args: { outPath = "/fake-store/server"; '
+        'passthru = { venv = "/fake-store/venv"; sglang = "/fake-store/sglang"; }; }; }; '
+        "in { names = builtins.attrNames out; "
+        "features = builtins.mapAttrs (n: c: c.requiredSystemFeatures) out; "
+        "app = out.gpu-golden.passthru.recordGolden.name; "
+        "tree = out.gpu-kernels.BITEXACT_SGLANG_TREE; "
+        "python = out.gpu-kernels.script; }"
+    )
+    assert got["names"] == sorted([*batteries(), "gpu-kernels"])
+    assert set(map(tuple, got["features"].values())) == {("cuda",)}
+    assert got["app"] == "record-golden"
+    assert got["tree"] == "/fake-store/sglang/lib/python3.12/site-packages"
+    assert "python -m pytest" in got["python"] and "--junitxml" in got["python"]

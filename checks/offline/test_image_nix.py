@@ -1,4 +1,4 @@
-"""images/default.nix evaluated with the real Nix against recording doubles of nix2container and the
+"""images/image.nix evaluated with the real Nix against recording doubles of nix2container and the
 few nixpkgs builders it calls: layer contents and order, the config the container runs with, labels,
 and that the weight layers' arguments do not change when the server does."""
 
@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hfcache_support import NIXPKGS_DOUBLES, RECIPE_PATH, WEIGHTS_BUILDERS, nix_eval, nix_str, write_repo
+from hfcache_support import (
+    NIXPKGS_DOUBLES,
+    RECIPE_PATH,
+    WEIGHTS_BUILDERS,
+    nix_error,
+    nix_eval,
+    nix_str,
+    write_repo,
+)
 from test_hfcache import DRAFTER_FILES, MODEL_FILES
 
 RECIPE = json.loads(RECIPE_PATH.read_text())
@@ -48,7 +56,7 @@ def image(locked: dict[str, Path] | None, server: str = "/fake-store/server") ->
     return nix_eval(
         f"let d = {NIXPKGS_DOUBLES}; "
         "recipe = builtins.fromJSON (builtins.readFile ./nix/recipes/qwen3.8-27b-exact.json); "
-        "img = import ./images/default.nix { inherit (d) lib runCommand writeText makeWrapper; "
+        "img = import ./images/image.nix { inherit (d) lib runCommand writeText makeWrapper; "
         "inherit (d) nix2container; "
         f"inherit recipe; recipeFile = ./nix/recipes/qwen3.8-27b-exact.json; server = {nix_str(server)}; "
         f'python = "/fake-store/python"; weights = {weights}; }}; '
@@ -123,3 +131,26 @@ def test_root_filesystem_permissions() -> None:
     assert by_regex["/tmp$"]["mode"] == "1777" and by_regex["/tmp$"]["path"] == rootfs
     cache = by_regex["/var/cache/bitexact(/home)?$"]
     assert (cache["uid"], cache["gid"]) == (1000, 1000)
+
+
+ADAPTER = (
+    "import ./images/default.nix { pkgs = d; inherit (d) nix2container; "
+    "recipe = builtins.fromJSON (builtins.readFile ./nix/recipes/qwen3.8-27b-exact.json); "
+    'mkServer = args: { outPath = "/fake-store/server"; passthru.venv = "/fake-store/venv"; }; }'
+)
+
+
+def test_the_outputs_adapter_without_manifests() -> None:
+    """images/default.nix as nix/outputs.nix calls it, in this repository's state (no manifests yet):
+    the dev image evaluates; the baked image stops with the lock command."""
+    got = nix_eval(
+        f"let d = {NIXPKGS_DOUBLES}; out = {ADAPTER}; in {{ names = builtins.attrNames out; "
+        "devLayers = map (l: l.metadata.created_by) out.image-dev.layers; devName = out.image-dev.name; "
+        "entrypoint = builtins.head out.image-dev.config.Entrypoint; }"
+    )
+    assert got["names"] == ["image", "image-dev", "seed-weights", "weights"]
+    assert got["devLayers"] == ["bitexact: server closure"] and got["devName"] == "bitexact-sglang-dev"
+    assert got["entrypoint"] == "/fake-store/bitexact-entrypoint/bin/bitexact-entrypoint"
+    if not (RECIPE_PATH.parents[2] / "pkgs" / "weights" / "manifests" / "Qwen--Qwen3.8-27B.json").exists():
+        error = nix_error(f"let d = {NIXPKGS_DOUBLES}; out = {ADAPTER}; in builtins.toJSON out.image.layers")
+        assert "run `nix run .#lock`" in error
