@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -170,12 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"pinlock: error: {error}", file=sys.stderr)
                 return 2
             for repo, rev in targets:
-                steps.append(
-                    (
-                        f"weights {repo}",
-                        lambda repo=repo, rev=rev: commands.lock_weights(ctx, repo, rev, snapshot),
-                    )
-                )
+                step = functools.partial(commands.lock_weights, ctx, repo, rev, snapshot)
+                steps.append((f"weights {repo}", step))
         if command == "all":
             steps.append(("uv", lambda: commands.lock_uv(ctx)))
         return _run_steps(steps)

@@ -289,7 +289,7 @@ def status(ctx: Context) -> list[tuple[str, bool]]:
         rows.append(
             (
                 f"weights manifest {repo}@{revision[:12]}",
-                bool(manifest) and manifest.get("revision") == revision,
+                isinstance(manifest, dict) and manifest.get("revision") == revision,
             )
         )
     lock = ctx.root / SERVER_ENV / "uv.lock"

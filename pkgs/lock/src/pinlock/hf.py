@@ -10,6 +10,7 @@ hashed. From disk: a snapshot directory the user already holds, hashed here.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -203,14 +204,15 @@ def manifest_from_snapshot(
     if not snapshot.is_dir():
         raise ManifestError(f"{snapshot} is not a directory")
     rules = _lfs_patterns(snapshot / ".gitattributes")
-    files = []
+    files: list[dict[str, Any]] = []
     for path in sorted(p for p in snapshot.rglob("*") if not p.is_dir()):
         rel = path.relative_to(snapshot).as_posix()
         if rel.split("/")[0] in (".git", ".cache"):
             continue
         if not path.exists():
             raise ManifestError(f"{path} is a dangling link: the snapshot is incomplete")
-        sha256 = sha256_file(path, (lambda done, rel=rel: progress(rel, done)) if progress else None)
+        report = functools.partial(progress, rel) if progress is not None else None
+        sha256 = sha256_file(path, report)
         lfs = _is_lfs(path, rel, sha256, rules)
         files.append({"path": rel, "size": path.stat().st_size, "sha256": sha256, "lfs": lfs})
     files.sort(key=lambda item: item["path"])

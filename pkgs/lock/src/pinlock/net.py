@@ -96,7 +96,8 @@ def get_text(url: str) -> str:
     """The body of a page (e.g. a PEP 503 simple index page)."""
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, "Accept": "text/html"})
     with _open(request, f"GET {url}") as response:
-        return response.read().decode()
+        body: bytes = response.read()
+    return body.decode()
 
 
 def download(url: str, dest: Path, label: str, headers: dict[str, str] | None = None) -> Path:

@@ -51,9 +51,10 @@ def read_applied(marker: Path) -> tuple[str, ...]:
     """The APPLIED tuple of string literals in the marker module; ValueError when there is none."""
     tree = ast.parse(marker.read_text(), filename=str(marker))
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else []
-        if any(isinstance(t, ast.Name) and t.id == "APPLIED" for t in targets):
-            value = ast.literal_eval(node.value)  # type: ignore[union-attr]
+        if not isinstance(node, ast.Assign):
+            continue
+        if any(isinstance(t, ast.Name) and t.id == "APPLIED" for t in node.targets):
+            value = ast.literal_eval(node.value)
             if isinstance(value, tuple | list) and all(isinstance(v, str) for v in value):
                 return tuple(value)
             raise ValueError("APPLIED is not a tuple of patch file names")
