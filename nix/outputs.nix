@@ -161,6 +161,15 @@ in
       type = "app";
       program = lib.getExe packages.lock;
     };
+    # Records this card's golden file (E: gpu-golden's passthru); needs every pin, like the check.
+    record-golden = {
+      type = "app";
+      program =
+        if gpuChecks ? gpu-golden then
+          lib.getExe gpuChecks.gpu-golden.recordGolden
+        else
+          lib.getExe (unpinned "record-golden" missingForImage);
+    };
   };
 
   checks.${system} = cpuChecks // { pins = pinsCheck; } // gpuChecks;

@@ -139,4 +139,4 @@ def test_output_shape_evaluates_offline_and_pins_check_is_present() -> None:
     )
     apps = flake_eval(f"apps.{SYSTEM}")
     assert apps.returncode == 0, apps.stderr
-    assert set(json.loads(apps.stdout)) == {"server", "lock"}
+    assert set(json.loads(apps.stdout)) == {"server", "lock", "record-golden"}
