@@ -197,3 +197,17 @@ def test_cli_rejects_a_bad_port(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SystemExit) as exit_info:
         _run(monkeypatch, ["--recipe", str(RECIPE_PATH), "--port", "70000"], {})
     assert exit_info.value.code == 2
+
+
+def test_cli_notes_a_deep_gemm_outside_the_pinned_path(
+    site: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.syspath_prepend(str(site))
+    elsewhere = {
+        "BITEXACT_RECIPE": str(RECIPE_PATH),
+        "BITEXACT_DEEP_GEMM": str(tmp_path / "pinned-deep-gemm"),
+    }
+    assert _run(monkeypatch, ["--print"], elsewhere)[0] == 0
+    assert "is not under BITEXACT_DEEP_GEMM" in capsys.readouterr().err
+    assert _run(monkeypatch, ["--print"], elsewhere | {"BITEXACT_DEEP_GEMM": str(site)})[0] == 0
+    assert "is not under" not in capsys.readouterr().err

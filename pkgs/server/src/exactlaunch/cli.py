@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from exactlaunch.environment import RECIPE_VAR, LaunchEnv, build_env
+from exactlaunch.environment import DEEP_GEMM_VAR, RECIPE_VAR, LaunchEnv, build_env
 from exactlaunch.preflight import installed_package_dir, preflight
 from exactlaunch.recipe import Recipe, RecipeError, load_recipe
 from exactlaunch.variants import append_serving_flags, apply_variant, variant_named
@@ -78,6 +78,15 @@ def plan(
         installed_deep_gemm=deep_gemm.parent if deep_gemm is not None else None,
         installed_header=header,
     )
+    pinned = caller_env.get(DEEP_GEMM_VAR)
+    if pinned and deep_gemm is not None:
+        # The JIT cache is keyed by the pinned store path; say so when Python would import another one.
+        actual = (deep_gemm.parent / recipe.deep_gemm_header).resolve()
+        if not actual.is_relative_to(Path(pinned).resolve()):
+            env.notes.append(
+                f"the importable deep_gemm ({actual}) is not under {DEEP_GEMM_VAR}={pinned}; "
+                "check PYTHONPATH: SGLANG_DG_CACHE_DIR is keyed by the pinned one"
+            )
     return Launch(recipe=recipe, variant=variant, argv=argv, env=env)
 
 
