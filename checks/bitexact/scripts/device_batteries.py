@@ -4,7 +4,7 @@ Makes tiny and larger random Qwen3-architecture models (fixed seeds, no download
 verbs in this one process (one torch import) under a wall-clock budget, writing every summary to
 OUT/results.json as it goes and the reports to OUT/reports.tar.gz.
 
-    python checks/bitexact/scripts/device_batteries.py OUT [--device cuda] [--budget-s 150] [--small]
+    python checks/bitexact/scripts/device_batteries.py OUT [--device cuda] [--budget-s 150] [--small] [--work DIR]
 """
 
 from __future__ import annotations
@@ -85,10 +85,11 @@ def main() -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--budget-s", type=float, default=150.0)
     parser.add_argument("--small", action="store_true", help="shrink everything (a CPU dry run)")
+    parser.add_argument("--work", type=Path, help="models and JSONL results (default OUT/work)")
     args = parser.parse_args()
     t0 = time.perf_counter()
     args.out.mkdir(parents=True, exist_ok=True)
-    work = args.out / "work"
+    work = args.work or args.out / "work"
     import torch
     import transformers
 
