@@ -238,3 +238,38 @@ def test_the_outputs_adapter() -> None:
     assert got["app"] == "record-golden"
     assert got["tree"] == "/fake-store/sglang/lib/python3.12/site-packages"
     assert "python -m pytest" in got["python"] and "--junitxml" in got["python"]
+
+
+def test_gpu_kernels_fails_on_skipped_or_missing_tests(tmp_path: Path) -> None:
+    """The guard in gpu-kernels' script, run on real pytest JUnit output: a skip (what every GPU test
+    does without CUDA) must fail the check; all tests run must pass it."""
+    script = nix_eval(
+        f"let d = {NIXPKGS_DOUBLES}; out = import ./nix/gpu-checks.nix {{ pkgs = d; recipe = {READ_RECIPE}; "
+        'packages.bitexact = "/b"; mkServer = a: { outPath = "/s"; '
+        'passthru = { venv = "/v"; sglang = "/g"; }; }; }; in out.gpu-kernels.script'
+    )
+    guard = script.split("<<'EOF'\n", 1)[1].split("\nEOF", 1)[0]
+    cases = {"skipped": "@pytest.mark.skip(reason='no CUDA')\ndef test_b():\n    pass\n", "ran": ""}
+    for name, extra in cases.items():
+        tests = tmp_path / name
+        tests.mkdir()
+        (tests / "test_k.py").write_text("import pytest\n\ndef test_a():\n    pass\n\n" + extra)
+        junit = tests / "junit.xml"
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--junitxml={junit}",
+                str(tests),
+            ],
+            capture_output=True,
+        )
+        done = subprocess.run([sys.executable, "-", str(junit)], input=guard, capture_output=True, text=True)
+        if name == "skipped":
+            assert done.returncode == 1 and "2 tests, 1 skipped" in done.stderr
+        else:
+            assert done.returncode == 0, done.stderr
