@@ -242,6 +242,12 @@ class FakeHub(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(body)
             return
+        if self.path.startswith("/redirect-to/"):
+            self.send_response(302)
+            self.send_header("Location", "http://" + self.path[len("/redirect-to/") :])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         prefix = f"/{REPO}/resolve/{REV}/"
         data = FakeHub.files.get(self.path[len(prefix) :]) if self.path.startswith(prefix) else None
         if data is None:
@@ -321,3 +327,19 @@ def test_download_resumes_a_partial_file(hub: str, tmp_path: Path, ignore_range:
 def test_missing_file_is_a_clear_error(hub: str, tmp_path: Path) -> None:
     with pytest.raises(net.NetError, match="HTTP 404.*check the repo name"):
         net.download(net.hf_file_url(REPO, REV, "nope.json"), tmp_path / "x", "t")
+
+
+def test_token_is_not_carried_across_a_redirect_to_another_host(
+    hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_for_test")
+    port = hub.rsplit(":", 1)[1]
+    file_path = f"{REPO}/resolve/{REV}/config.json"
+    same_host = f"{hub}/redirect-to/127.0.0.1:{port}/{file_path}"
+    other_host = f"{hub}/redirect-to/localhost:{port}/{file_path}"
+    for url, name in ((same_host, "a"), (other_host, "b")):
+        net.download(url, tmp_path / name, name, net.hf_headers(url))
+        assert (tmp_path / name).read_bytes() == SMALL["config.json"]
+    auth = {path: token for path, token, _ in FakeHub.requests}
+    assert auth[f"/{file_path}"] is None  # the last request: localhost, after the cross-host redirect
+    assert [token for path, token, _ in FakeHub.requests].count("Bearer hf_secret_for_test") == 3

@@ -60,9 +60,37 @@ class Progress:
         print(("\r\033[K" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
 
 
+class _NoCredentialsAcrossHosts(urllib.request.HTTPRedirectHandler):
+    """Follow redirects, but never carry the Authorization header to another host (urllib would;
+    the Hub redirects file downloads to a CDN)."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: Any,
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if (
+            new is not None
+            and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc
+        ):
+            new.headers = {k: v for k, v in new.headers.items() if k.lower() != "authorization"}
+            new.unredirected_hdrs = {
+                k: v for k, v in new.unredirected_hdrs.items() if k.lower() != "authorization"
+            }
+        return new
+
+
+_OPENER = urllib.request.build_opener(_NoCredentialsAcrossHosts)
+
+
 def _open(request: urllib.request.Request, what: str) -> Any:
     try:
-        return urllib.request.urlopen(request, timeout=60)
+        return _OPENER.open(request, timeout=60)
     except urllib.error.HTTPError as error:
         hint = {
             401: "authentication required: for a gated Hugging Face repo set HF_TOKEN to a read token",
