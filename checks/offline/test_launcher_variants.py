@@ -153,6 +153,17 @@ def test_set_semantics() -> None:
         set_flag(argv, "--a", "--b")
 
 
+def test_set_appends_missing_flags_in_sorted_order() -> None:
+    data = _recipe_json()
+    data["variants"]["two"] = {
+        "set": {"--z-last": "1", "--a-first": "2", "--attention-backend": "torch_native"}
+    }
+    recipe = parse_recipe(data, Path("custom.json"))
+    argv, _ = apply_variant(recipe.argv, recipe.env, recipe.variants["two"])
+    assert argv[-4:] == ["--a-first", "2", "--z-last", "1"]
+    assert argv[argv.index("--attention-backend") + 1] == "torch_native"
+
+
 def test_variant_edit_errors_name_the_variant() -> None:
     data = _recipe_json()
     data["variants"]["bad"] = {"unset": ["--not-there"]}

@@ -2,8 +2,8 @@
 
 `unset`: each flag is removed with its value (the next element, unless it starts with `--`); a flag not
 in argv is an error. `set`: an existing flag's value is replaced (error if the flag has no value), a
-missing flag is appended as `flag value`. `env` is merged over the recipe's env. Edits apply in that
-order; the `recipe` variant (no edits) is the identity.
+missing flag is appended as `flag value` (flags of one `set` in sorted order). `env` is merged over the
+recipe's env. Edits apply in that order; the `recipe` variant (no edits) is the identity.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def apply_variant(
             out = unset_flag(out, flag)
         except RecipeError as error:
             raise RecipeError(f"variant `{variant.name}`: {error}") from None
-    for flag, value in variant.set.items():
+    # Sorted, as the Nix lib must (attribute sets have no order): appended flags land in one order.
+    for flag, value in sorted(variant.set.items()):
         try:
             out = set_flag(out, flag, value)
         except RecipeError as error:
