@@ -14,7 +14,6 @@
 {
   lib,
   pkgs,
-  python,
   pyprojectHook,
   resolveBuildSystem,
   locked,
@@ -29,7 +28,7 @@ let
   outputHashes = blib.pins.cargoOutputHashes "nix/pins/sglang-cargo.json" (
     blib.pins.read (pinsDir + "/sglang-cargo.json")
   );
-  lockFiles = blib.cargo.lockFiles (src + "/rust");
+  lockFiles = blib.cargo.lockFiles "${src}/rust";
   locks = map blib.cargo.parse lockFiles;
   unpinned = blib.cargo.missingOutputHashes locks outputHashes;
   cargoDeps =
@@ -79,8 +78,10 @@ locked.overrideAttrs (old: {
     CARGO_NET_OFFLINE = "true";
   };
 
-  # Point cargo at the vendored crates (crates.io and git sources alike).
+  # The build writes next to python/ (cargo's target dir under rust/), which unpacking leaves
+  # read-only; cargo gets the vendored crates (crates.io and git sources alike).
   postUnpack = (old.postUnpack or "") + ''
+    chmod -R u+w "$NIX_BUILD_TOP/${src.name}"
     export CARGO_HOME="$NIX_BUILD_TOP/cargo-home"
     mkdir -p "$CARGO_HOME"
     sed 's|^directory = .*|directory = "${cargoDeps}"|' ${cargoDeps}/.cargo/config.toml > "$CARGO_HOME/config.toml"
