@@ -92,7 +92,8 @@ let
   fakeDrv = name: attrs: attrs // {
     inherit name;
     outPath = builtins.seq (builtins.toJSON attrs) "/fake-store/${name}";
-    overrideAttrs = f: fakeDrv name (attrs // f attrs);
+    # As in nixpkgs, a passthru given to overrideAttrs lands on the result too.
+    overrideAttrs = f: let new = f attrs; in fakeDrv name (attrs // new // (new.passthru or { }));
   };
 in rec {
   lib = {
