@@ -79,7 +79,14 @@ let
     in
     concatLists [
       (if src != null && isSriSha256 (src.narHash or null) then [ ] else [ "nix/pins/sglang-src.json: narHash" ])
-      (if cargo != null && hasAttr "outputHashes" cargo then [ ] else [ "nix/pins/sglang-cargo.json: outputHashes" ])
+      (
+        if cargo == null || !(hasAttr "outputHashes" cargo) then
+          [ "nix/pins/sglang-cargo.json: outputHashes" ]
+        else
+          map (k: "nix/pins/sglang-cargo.json: ${k} is not an SRI sha256") (
+            builtins.filter (k: !(isSriSha256 cargo.outputHashes.${k})) (builtins.attrNames cargo.outputHashes)
+          )
+      )
       (concatLists (map (n: if stubOk n then [ ] else [ "nix/pins/wheel-stubs.json: ${n}" ]) wheelStubs))
       (concatLists (
         map (r: if pathExists (manifestPath manifestsDir r) then [ ] else [ "weights manifest: ${r}" ]) repos

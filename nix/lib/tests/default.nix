@@ -408,6 +408,18 @@ let
       expected = [ ];
     };
 
+    missingFlagsMalformedCargoHash = {
+      expr = pins.missing {
+        pinsDir = fx + "/pins-malformed";
+        manifestsDir = fx + "/manifests";
+        repos = [ ];
+        wheelStubs = [ ];
+      };
+      expected = [
+        "nix/pins/sglang-src.json: narHash"
+        "nix/pins/sglang-cargo.json: tonic-0.12.3 is not an SRI sha256"
+      ];
+    };
     cargoLockFilesFound = {
       expr = map (p: baseNameOf (dirOf p)) (cargo.lockFiles (fx + "/rust"));
       expected = [
