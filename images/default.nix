@@ -1,6 +1,6 @@
 # The image outputs, in the shape nix/outputs.nix calls: { image, image-dev } plus the weights they
-# bake (`weights`, an HF hub cache in the store) and `seed-weights` (fills the store from an existing
-# hub cache instead of downloading). The builder is ./image.nix; the weights are ../pkgs/weights.
+# bake (`weights`, an HF hub cache in the store), `seed-weights` (fills the store from an existing
+# hub cache instead of downloading) and `image-layer-sizes` (every built layer against the cap). The builder is ./image.nix; the weights are ../pkgs/weights.
 {
   pkgs,
   recipe,
@@ -24,9 +24,16 @@ let
       }
       // args
     );
+  image = build { inherit weights; };
+  plan = import ../nix/lib/image-plan.nix;
 in
 {
-  image = build { inherit weights; };
+  inherit image;
+  # Builds the image description and checks every built layer against the cap (the server closure's
+  # layers are only known once built).
+  image-layer-sizes = pkgs.runCommand "image-layer-sizes" { nativeBuildInputs = [ pkgs.python3 ]; } ''
+    python3 ${./layer_sizes.py} --cap ${toString plan.defaultCapBytes} ${image} | tee $out
+  '';
   image-dev = build {
     weights = null;
     name = "bitexact-sglang-dev";

@@ -131,6 +131,7 @@ in rec {
   writeText = name: text: fakeDrv name { inherit text; };
   makeWrapper = fakeDrv "makeWrapper" { };
   writeShellScriptBin = name: text: fakeDrv name { inherit text; };
+  python3 = "/fake-store/python3";
   python312 = {
     sitePackages = "lib/python3.12/site-packages";
     pkgs = {
@@ -142,7 +143,7 @@ in rec {
   callPackage = f: args:
     let fn = import f; in fn (builtins.intersectAttrs (builtins.functionArgs fn) doubles // args);
   doubles = { inherit lib fetchurl runCommand runCommandLocal writeText writeShellApplication
-    writeShellScriptBin makeWrapper curl coreutils gcc python312; };
+    writeShellScriptBin makeWrapper curl coreutils gcc python3 python312; };
   nix2container = {
     buildLayer = args: args // { kind = "layer"; };
     buildImage = args: args // { kind = "image"; };

@@ -148,7 +148,7 @@ def test_the_outputs_adapter_without_manifests() -> None:
         "devLayers = map (l: l.metadata.created_by) out.image-dev.layers; devName = out.image-dev.name; "
         "entrypoint = builtins.head out.image-dev.config.Entrypoint; }"
     )
-    assert got["names"] == ["image", "image-dev", "seed-weights", "weights"]
+    assert got["names"] == ["image", "image-dev", "image-layer-sizes", "seed-weights", "weights"]
     assert got["devLayers"] == ["bitexact: server closure"] and got["devName"] == "bitexact-sglang-dev"
     assert got["entrypoint"] == "/fake-store/bitexact-entrypoint/bin/bitexact-entrypoint"
     if not (RECIPE_PATH.parents[2] / "pkgs" / "weights" / "manifests" / "Qwen--Qwen3.8-27B.json").exists():
