@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +154,12 @@ in rec {
 
 # The builders pkgs/weights/default.nix takes, from the doubles bound to `d`.
 WEIGHTS_BUILDERS = "inherit (d) lib fetchurl runCommandLocal writeText writeShellApplication;"
+
+
+def shellcheck_as_nixpkgs(text: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    """shellcheck a writeShellApplication `text` the way nixpkgs' check phase does: with the preamble
+    it prepends (bash, errexit, nounset, pipefail) and shellcheck's default severity."""
+    script = tmp / "script.sh"
+    script.write_text("#!/usr/bin/env bash\nset -o errexit\nset -o nounset\nset -o pipefail\n\n" + text)
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    return subprocess.run([str(shellcheck), str(script)], capture_output=True, text=True)

@@ -23,6 +23,7 @@ from hfcache_support import (
     nix_eval,
     nix_str,
     nix_value,
+    shellcheck_as_nixpkgs,
     write_repo,
 )
 from test_hfcache import DRAFTER_FILES, MODEL_FILES
@@ -274,3 +275,10 @@ def test_gpu_kernels_fails_on_skipped_or_missing_tests(tmp_path: Path) -> None:
             assert done.returncode == 1 and "2 tests, 1 skipped" in done.stderr
         else:
             assert done.returncode == 0, done.stderr
+
+
+def test_the_record_golden_app_passes_shellcheck(locked: dict[str, Path], tmp_path: Path) -> None:
+    """writeShellApplication runs shellcheck when it builds; a finding would break the app."""
+    text = gpu_checks(locked, 30000, False, "g.record-golden.text")
+    done = shellcheck_as_nixpkgs(text, tmp_path)
+    assert done.returncode == 0, done.stdout

@@ -22,6 +22,7 @@ from hfcache_support import (
     nix_error,
     nix_eval,
     nix_str,
+    shellcheck_as_nixpkgs,
     write_repo,
 )
 from test_hfcache import DRAFTER_FILES, MODEL_FILES, resolve_offline
@@ -177,3 +178,9 @@ def test_seed_refuses_a_file_that_differs_from_the_manifest(tmp_path: Path) -> N
     assert (
         done.returncode == 1 and "missing in the cache: models--incoai--Qwen3.8-27B-DFlash2/" in done.stderr
     )
+
+
+def test_the_seed_script_passes_shellcheck(locked: dict[str, Path]) -> None:
+    """writeShellApplication runs shellcheck when it builds; a finding would break `.#seed-weights`."""
+    done = shellcheck_as_nixpkgs(evaluate(locked, "w.seed.text"), locked["tmp"])
+    assert done.returncode == 0, done.stdout

@@ -79,6 +79,8 @@ let
   seed = writeShellApplication {
     name = "seed-weights";
     text = ''
+      # File paths are passed single-quoted on purpose (a `$` in one is part of the name).
+      # shellcheck disable=SC2016
       if [ $# -ne 1 ] || [ ! -d "$1" ]; then
         echo "usage: seed-weights HUB_CACHE (the directory holding models--<org>--<name>/)" >&2
         exit 2
