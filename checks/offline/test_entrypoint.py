@@ -189,9 +189,11 @@ def refused(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_passes_on_the_recipes_card_with_complete_weights_and_patched_engine(image: dict[str, Any]) -> None:
-    done = entrypoint(image["env"], "--preflight-only")
+    home = image["tmp"] / "jit" / "home"  # the image's HOME lies in the (here empty) cache volume
+    done = entrypoint({**image["env"], "HOME": str(home)}, "--preflight-only")
     assert done.returncode == 0, done.stderr
     assert "preflight passed" in done.stderr
+    assert home.is_dir()
 
 
 def test_execs_the_launcher_reachable_from_outside(image: dict[str, Any]) -> None:

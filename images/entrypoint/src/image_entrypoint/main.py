@@ -46,6 +46,7 @@ class Settings:
     nvidia_smi: str
     libcuda: str
     allow_other_card: bool
+    home: Path | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -60,6 +61,7 @@ class Settings:
             nvidia_smi=env.get("BITEXACT_NVIDIA_SMI", "nvidia-smi"),
             libcuda=env.get("BITEXACT_LIBCUDA", "libcuda.so.1"),
             allow_other_card=env.get("BITEXACT_ALLOW_OTHER_CARD") == "1",
+            home=Path(env["HOME"]) if env.get("HOME") else None,
         )
 
 
@@ -106,12 +108,16 @@ def expected_weights(
     return out
 
 
-def check_cache_volume(volume: Path) -> None:
+def check_cache_volume(volume: Path, home: Path | None = None) -> None:
+    """The JIT cache volume must be writable; HOME, when it lies inside (as the image sets it), is
+    created there, since a bind-mounted host directory does not carry the image's copy of it."""
     probe = volume / ".bitexact-write-probe"
     try:
         volume.mkdir(parents=True, exist_ok=True)
         probe.write_text("ok")
         probe.unlink()
+        if home is not None and home.is_relative_to(volume):
+            home.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise PreflightError(
             f"the JIT cache {volume} is not writable by uid {os.getuid()} ({error.strerror}); mount a "
@@ -144,7 +150,7 @@ def run_preflight(
     check_weights(settings.hub_cache, expected_weights(raw, spec, repos_named(argv)))
 
     if settings.cache_volume is not None:
-        check_cache_volume(settings.cache_volume)
+        check_cache_volume(settings.cache_volume, settings.home)
 
     if EXACT_FLAG in argv:
         failures = engine_check(recipe)
