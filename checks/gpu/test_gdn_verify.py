@@ -399,3 +399,78 @@ def test_exact_verify_under_cuda_graph(sg: Sg, decode_runs: dict) -> None:
     rows = backend.verify_intermediate_state_indices[: rig.batch].long()
     assert bitwise_equal(out.reshape(rig.batch, rig.draft, HV, V), ref["out"])
     assert bitwise_equal(pool.mamba_cache.intermediate_ssm[0][rows, : rig.draft], ref["ssm"])
+
+
+@pytest.mark.parametrize("batch", [1, 4, 8])
+def test_exact_kernels_equal_decode_kernels(sglang_root: Path, batch: int) -> None:
+    """Kernel level, without the backend: the new module's two launches against decode's own
+    `causal_conv1d_update` + `fused_recurrent_gated_delta_rule_packed_decode`, step by step."""
+    import torch
+    from sglang.kernels.ops.attention.fla.fused_recurrent import (
+        fused_recurrent_gated_delta_rule_packed_decode,
+    )
+    from sglang.kernels.ops.mamba.causal_conv1d_triton import causal_conv1d_update
+    from sglang.srt.layers.attention.linear.exact_verify import exact_gdn_target_verify
+
+    for draft in (1, 8, 9):
+        gen = torch.Generator().manual_seed(batch * 10 + draft)
+
+        def randn(*shape: int, scale: float = 1.0, dtype: Any = torch.bfloat16, gen: Any = gen) -> Any:
+            return (torch.randn(*shape, generator=gen) * scale).to(dtype).cuda()
+
+        slots = (torch.randperm(2 * batch, generator=gen)[:batch]).to(torch.int32).cuda()
+        conv0 = randn(2 * batch + 1, QKV_DIM, WIDTH - 1)
+        ssm0 = randn(2 * batch + 1, HV, V, K, scale=0.05, dtype=torch.float32)
+        mixed = randn(batch * draft, QKV_DIM)
+        a, b = randn(batch * draft, HV), randn(batch * draft, HV)
+        weight, dt_bias = randn(QKV_DIM, WIDTH, scale=0.5), randn(HV)
+        A_log = torch.empty(HV).uniform_(1.0, 16.0, generator=gen).log().cuda()
+        inter_ssm = torch.zeros(2 * batch + 1, draft, HV, V, K, device="cuda")
+        inter_conv = torch.zeros(
+            2 * batch + 1, draft, QKV_DIM, WIDTH - 1, dtype=torch.bfloat16, device="cuda"
+        )
+        rows = torch.arange(2 * batch + 1, dtype=torch.int32, device="cuda")
+        conv, ssm = conv0.clone(), ssm0.clone()
+        out = exact_gdn_target_verify(
+            mixed_qkv=mixed,
+            a=a,
+            b=b,
+            conv_weights=weight,
+            conv_bias=None,
+            activation="silu",
+            A_log=A_log,
+            dt_bias=dt_bias,
+            conv_states=conv,
+            ssm_states=ssm,
+            cache_indices=slots,
+            intermediate_conv_window=inter_conv,
+            intermediate_ssm=inter_ssm,
+            intermediate_state_indices=rows,
+            num_k_heads=H,
+            head_k_dim=K,
+            num_v_heads=HV,
+            head_v_dim=V,
+            draft_token_num=draft,
+        ).view(batch, draft, HV, V)
+        assert bitwise_equal(conv, conv0) and bitwise_equal(ssm, ssm0), "exact verify wrote a live state"
+        for t in range(draft):
+            step = slice(None), t
+            x_t = mixed.view(batch, draft, -1)[step].contiguous()
+            conv_out = causal_conv1d_update(x_t, conv, weight, None, "silu", conv_state_indices=slots)
+            dec = torch.empty(batch, 1, HV, V, dtype=torch.bfloat16, device="cuda")
+            fused_recurrent_gated_delta_rule_packed_decode(
+                mixed_qkv=conv_out,
+                a=a.view(batch, draft, HV)[step].contiguous(),
+                b=b.view(batch, draft, HV)[step].contiguous(),
+                A_log=A_log,
+                dt_bias=dt_bias,
+                scale=K**-0.5,
+                initial_state=ssm,
+                out=dec,
+                ssm_state_indices=slots,
+                use_qk_l2norm_in_kernel=True,
+            )
+            where = f"B={batch} T={draft} step {t}"
+            assert bitwise_equal(out[:, t], dec[:, 0]), f"{where}: output"
+            assert bitwise_equal(inter_ssm[:batch, t], ssm[slots.long()]), f"{where}: SSM state"
+            assert bitwise_equal(inter_conv[:batch, t], conv[slots.long()]), f"{where}: conv window"
