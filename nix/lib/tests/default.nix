@@ -368,7 +368,13 @@ let
     };
     cargoHashesPresent = {
       expr = pins.cargoOutputHashes "sglang-cargo" (pins.read (fx + "/pins-complete/sglang-cargo.json"));
-      expected = { };
+      expected."tonic-0.12.3" = "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=";
+    };
+    cargoNothingMissingWhenPinned = {
+      expr = cargo.missingOutputHashes (map cargo.parse (cargo.lockFiles (fx + "/rust"))) (
+        pins.cargoOutputHashes "sglang-cargo" (pins.read (fx + "/pins-complete/sglang-cargo.json"))
+      );
+      expected = [ ];
     };
     urlSrcPresent = {
       expr = pins.urlSrc "cuda-tile" (pins.read (fx + "/pins-complete/wheel-stubs.json"))."cuda-tile";
