@@ -39,6 +39,24 @@ in
         echo "$count nix/lib tests passed" | tee $out
       '';
 
+  # E: the builtins-only tests of nix/lib/{hf-cache,image-plan,gpu-batteries}.nix, the same way.
+  nix-lib-weights-images =
+    let
+      t = import ./lib/tests/weights-images.nix;
+    in
+    pkgs.runCommand "nix-lib-weights-images-tests"
+      {
+        failures = builtins.toJSON t.failures;
+        count = toString t.count;
+      }
+      ''
+        if [ "$failures" != "[]" ]; then
+          echo "weights/images nix/lib tests failed: $failures" >&2
+          exit 1
+        fi
+        echo "$count weights/images nix/lib tests passed" | tee $out
+      '';
+
   # The Python launcher computes the argv and env that nix/lib computes, for every variant.
   launcher-agrees-with-nix-lib =
     pkgs.runCommand "launcher-agrees-with-nix-lib"
