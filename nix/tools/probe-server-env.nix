@@ -79,6 +79,15 @@ let
     fetchurl = args: mkDrv { name = args.name or (baseNameOf args.url); passthru.url = args.url; fetched = args; };
     fetchFromGitHub = args: { outPath = toString fixtures; name = "source"; inherit (args) rev; fetched = args; };
     rustPlatform.importCargoLock = args: mkDrv { name = "cargo-vendor-dir"; imported = args; };
+    makeWrapper = stand "makeWrapper";
+    gcc14 = stand "gcc";
+    uv = stand "uv";
+    python3 = stand "python3";
+    runCommand = name: attrs: script: mkDrv (attrs // { inherit name script; });
+    python3Packages = {
+      setuptools = stand "setuptools";
+      buildPythonApplication = attrs: mkDrv (attrs // { name = attrs.pname; });
+    };
   };
   base = {
     inherit python stdenv pkgs;
@@ -143,6 +152,42 @@ in
     patches = map baseNameOf set.sglang.patches;
     cargoLock = set.sglang.passthru.cargoDeps.imported.lockFileContents;
   };
+  server =
+    let
+      drv = callPackage (import (root + "/pkgs/server")) {
+        serverEnv = {
+          inherit python;
+          pythonSet = set;
+          mkEnv = name: extra: mkDrv { inherit name; spec = builtins.attrNames extra; };
+        };
+        recipePath = ../recipes/qwen3.8-27b-exact.json;
+      };
+    in
+    {
+      inherit (drv) name script;
+      mainProgram = drv.meta.mainProgram;
+      venvSpec = drv.passthru.venv.spec;
+    };
+  lock =
+    let
+      drv = callPackage (import (root + "/pkgs/lock")) { };
+    in
+    {
+      # (its src is a lib.fileset source, which needs Nix >= 2.14's readFileType to evaluate)
+      inherit (drv) name makeWrapperArgs pythonImportsCheck;
+    };
+  cpuChecks = builtins.mapAttrs (_: d: d.name or "${d.pname}-${d.version}") (
+    import ../cpu-checks.nix {
+      inherit lib blib recipe;
+      pkgs = pkgs // {
+        python3 = stand "python3";
+      };
+      recipePath = ../recipes/qwen3.8-27b-exact.json;
+      deep-gemm = set.sgl-deep-gemm;
+      sglangSrc = set.sglang.passthru.src;
+      sglangPatches = blib.patches.series (root + "/patches/sglang");
+    }
+  );
   cudaHome =
     (import (root + "/pkgs/server/cuda-home.nix") {
       inherit lib python;
