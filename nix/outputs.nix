@@ -156,14 +156,17 @@ in
     server = {
       type = "app";
       program = lib.getExe packages.server;
+      meta.description = "Run the recipe's SGLang server (or a --variant), verbatim";
     };
     lock = {
       type = "app";
       program = lib.getExe packages.lock;
+      meta.description = "Fill the pins that need a network (nix/pins, weights manifests, uv.lock)";
     };
     # Records this card's golden file (E: gpu-golden's passthru); needs every pin, like the check.
     record-golden = {
       type = "app";
+      meta.description = "Record this card's golden file for the GPU checks";
       program =
         if gpuChecks ? gpu-golden then
           lib.getExe gpuChecks.gpu-golden.recordGolden
