@@ -282,3 +282,26 @@ def test_the_record_golden_app_passes_shellcheck(locked: dict[str, Path], tmp_pa
     text = gpu_checks(locked, 30000, False, "g.record-golden.text")
     done = shellcheck_as_nixpkgs(text, tmp_path)
     assert done.returncode == 0, done.stdout
+
+
+def test_every_battery_command_parses_with_the_real_bitexact_cli() -> None:
+    """The flags the batteries pass exist in engineer D's `bitexact` (its own argparse parser), so a
+    drift between the two fails here rather than on a GPU builder."""
+    from bitexact.cli import build_parser
+
+    values = {
+        "url": "sglang+http://127.0.0.1:30000",
+        "recipe": str(RECIPE_PATH),
+        "ref": "/tmp/reference.json",
+        "goldenDir": "checks/golden",
+        "out": ".",
+        "modelSnapshot": "/tmp/snapshot",
+    }
+    commands = [c for b in batteries().values() for c in b["commands"]]
+    commands += [c for r in nix_eval(f"{PLAN}.references").values() for c in r["commands"]]
+    filled = nix_eval(f"map ({PLAN}.fill {nix_value(values)}) {nix_value(commands)}")
+    parser = build_parser()
+    for command in filled:
+        assert command[0] == "bitexact"
+        args = parser.parse_args(command[1:])
+        assert callable(args.run), command
