@@ -272,3 +272,17 @@ def test_refuses_an_unwritable_jit_cache(image: dict[str, Any]) -> None:
     blocker.write_text("")
     env = {**image["env"], "BITEXACT_JIT_CACHE": str(blocker / "jit")}
     assert "is not writable" in refused(entrypoint(env, "--preflight-only"))
+
+
+def test_the_exec_line_is_accepted_by_the_real_launcher(capsys: pytest.CaptureFixture[str]) -> None:
+    """What the entrypoint execs, given to engineer B's bitexact-server CLI with --print: accepted,
+    and the argv ends with the serving flags that make the container reachable."""
+    from exactlaunch import cli
+
+    for variant in ("recipe", "no-spec", "forced-reject"):
+        command = server_command(variant, "30000")
+        assert cli.main([*command[1:], "--recipe", str(RECIPE_PATH), "--print"]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        assert printed["variant"] == variant
+        assert printed["argv"][-4:] == ["--host", "0.0.0.0", "--port", "30000"]
+        assert ("--speculative-algorithm" in printed["argv"]) == RECIPE["variants"][variant]["speculative"]
