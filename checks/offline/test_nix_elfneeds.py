@@ -47,6 +47,19 @@ def test_every_entry_is_a_locked_package_at_its_locked_version() -> None:
             assert provider in locked, f"{name} needs {provider}, which uv.lock does not hold"
 
 
+def test_only_known_sdist_only_packages() -> None:
+    # pkgs/server-env/fixups.nix handles these (cuda-tile: a wheel stub, pinned to its real wheel);
+    # any other package without a CPython 3.12 x86_64 wheel needs its build system added there.
+    lock = tomllib.loads(LOCK.read_text())
+    mod = tool()
+    sdist_only = {
+        p["name"]
+        for p in lock["package"]
+        if mod.for_python312(p) and "sdist" in p and mod.chosen_wheel(p) is None
+    }
+    assert sdist_only == {"cuda-tile"}
+
+
 def test_provider_graph_is_acyclic() -> None:
     # Each edge becomes a build input of the dependent wheel's derivation: a cycle cannot build.
     packages = json.loads(NEEDS.read_text())["packages"]

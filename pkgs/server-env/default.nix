@@ -21,8 +21,8 @@ let
 
   workspace = uv2nix.lib.workspace.loadWorkspace { workspaceRoot = ./.; };
 
-  # Wheels for everything the lock has wheels for; sdist-only packages get their build system
-  # (or, for wheel stubs, the real wheel) in ./fixups.nix.
+  # Wheels for everything the lock has wheels for; the one sdist-only package (a wheel stub) gets
+  # its real wheel in ./fixups.nix.
   lockOverlay = workspace.mkPyprojectOverlay { sourcePreference = "wheel"; };
 
   fixups = import ./fixups.nix {

@@ -6,7 +6,11 @@
 # wheel which sibling wheels' library directories go on autoPatchelf's search path and which
 # sonames nobody in the set ships. Of those: libcuda.so.1 is the driver's (left unresolved, found
 # at run time through autoAddDriverRunpath's /run/opengl-driver/lib or the host's ld.so), libz and
-# libpython come from nixpkgs, and the rest are optional plugins (see `optional` below).
+# libpython come from nixpkgs, and the rest are optional plugins (see `optional'` below).
+#
+# Sdist-only packages: the lock has one, cuda-tile, whose sdist is a wheel stub (see `fromStub`);
+# checks/offline/test_nix_elfneeds.py fails when uv.lock gains another, so that its build system
+# gets added here.
 {
   lib,
   pkgs,
