@@ -48,7 +48,7 @@ def test_compare_finds_first_divergence_and_margin():
     assert compare(a, _gen([1, 3, 5], [-0.1, -0.5, -0.2], top)).equal
     c = compare(a, _gen([1, 4, 5], [-0.1, -0.6, -0.2], top))
     assert (c.first_divergence, c.first_token_divergence, c.token_a, c.token_b) == (1, 1, 3, 4)
-    assert c.margin_a == pytest.approx(0.1)
+    assert c.margin_a == pytest.approx(0.1) and c.token_margin_b == pytest.approx(0.1)
     z = compare(_gen([1], [0.0]), _gen([1], [-0.0]))  # bitwise: -0.0 is not 0.0
     assert (z.equal, z.tokens_equal, z.first_logprob_divergence) == (False, True, 0)
     short = compare(a, _gen([1, 3], [-0.1, -0.5], top[:2]))

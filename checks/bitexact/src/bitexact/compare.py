@@ -54,6 +54,10 @@ class PromptComparison:
     logprob_b: float | None = None
     margin_a: float | None = None
     margin_b: float | None = None
+    token_margin_a: float | None = (
+        None  # the margin where the token ids part (a greedy flip needs a near tie)
+    )
+    token_margin_b: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -102,4 +106,9 @@ def compare(a: Generation, b: Generation) -> PromptComparison:
             result.token_b = b.token_ids[first]
             result.logprob_b = b.logprobs[first] if first < len(b.logprobs) else None
             result.margin_b = margin(b.top_logprobs[first]) if first < len(b.top_logprobs) else None
+    if first_tok is not None:
+        if first_tok < len(a.top_logprobs):
+            result.token_margin_a = margin(a.top_logprobs[first_tok])
+        if first_tok < len(b.top_logprobs):
+            result.token_margin_b = margin(b.top_logprobs[first_tok])
     return result

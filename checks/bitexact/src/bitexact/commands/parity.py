@@ -39,7 +39,7 @@ def _write_reports(out: Path, stem: str, summary: dict[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     side_a, side_b = Side("", "any", 1), Side("", "any", 1)
     long_lengths = None
-    title = "parity"
+    title = f"parity: {args.name}" if args.name else "parity"
     if args.preset:
         preset = make_preset(load_recipe(args.recipe), args.preset)
         side_a, side_b = preset.a, preset.b

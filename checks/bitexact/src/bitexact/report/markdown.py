@@ -58,15 +58,16 @@ def comparison_markdown(summary: dict[str, Any]) -> str:
             "Position counts generated tokens from 0; margin is top-1 minus top-2 logprob at that position.",
             "",
             "| prompt | first divergence | first token divergence | token A / B | logprob A / B "
-            "| margin A / B |",
-            "|---|---|---|---|---|---|",
+            "| margin A / B | margin at token divergence A / B |",
+            "|---|---|---|---|---|---|---|",
         ]
         for c in differ:
             lines.append(
                 f"| {c['prompt_id']} | {_fmt(c['first_divergence'])} | {_fmt(c['first_token_divergence'])} "
                 f"| {_fmt(c['token_a'])} / {_fmt(c['token_b'])} "
                 f"| {_fmt(c['logprob_a'])} / {_fmt(c['logprob_b'])} "
-                f"| {_fmt(c['margin_a'])} / {_fmt(c['margin_b'])} |"
+                f"| {_fmt(c['margin_a'])} / {_fmt(c['margin_b'])} "
+                f"| {_fmt(c['token_margin_a'])} / {_fmt(c['token_margin_b'])} |"
             )
         lines.append("")
     return "\n".join(lines)
