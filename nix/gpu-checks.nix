@@ -18,12 +18,23 @@ let
     export PYTHONPATH=${pkgs.python312.pkgs.makePythonPath [ pkgs.python312.pkgs.pytest ]}''${PYTHONPATH:+:$PYTHONPATH}
     exec ${venv}/bin/python "$@"
   '';
+  bitexactPackage =
+    packages.bitexact
+      or (throw "gpu-checks: packages.bitexact is missing (checks/bitexact/package.nix provides it)");
+  # bitexact (pure Python) on the server venv's interpreter: the long-prompt reference tokenizes its
+  # text with the model's own tokenizer (`--tokenizer <snapshot>`), through the server's transformers.
+  bitexact = pkgs.writeShellScriptBin "bitexact" ''
+    export PYTHONPATH=${bitexactPackage}/${pkgs.python3.sitePackages}''${PYTHONPATH:+:$PYTHONPATH}
+    exec ${venv}/bin/python -m bitexact "$@"
+  '';
   built = pkgs.callPackage ./gpu-checks-build.nix {
-    inherit recipe server kernelPython;
+    inherit
+      recipe
+      server
+      kernelPython
+      bitexact
+      ;
     recipeFile = ./recipes + "/${recipe.name}.json";
-    bitexact =
-      packages.bitexact
-        or (throw "gpu-checks: packages.bitexact is missing (checks/bitexact/package.nix provides it)");
     weights = pkgs.callPackage ../pkgs/weights { inherit recipe; };
     sglangTree = "${sglang}/${pkgs.python312.sitePackages}";
   };

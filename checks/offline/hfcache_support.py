@@ -132,7 +132,10 @@ in rec {
   writeText = name: text: fakeDrv name { inherit text; };
   makeWrapper = fakeDrv "makeWrapper" { };
   writeShellScriptBin = name: text: fakeDrv name { inherit text; };
-  python3 = "/fake-store/python3";
+  python3 = {
+    outPath = "/fake-store/python3";
+    sitePackages = "lib/python3.13/site-packages";
+  };
   python312 = {
     sitePackages = "lib/python3.12/site-packages";
     pkgs = {

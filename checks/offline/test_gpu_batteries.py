@@ -233,13 +233,18 @@ def test_the_outputs_adapter() -> None:
         # nix/outputs.nix reads it as gpu-golden.recordGolden (passthru lands on the derivation).
         "app = out.gpu-golden.recordGolden.name; "
         "tree = out.gpu-kernels.BITEXACT_SGLANG_TREE; "
-        "python = out.gpu-kernels.script; }"
+        "python = out.gpu-kernels.script; "
+        'bitexact = (builtins.head (builtins.filter (p: (p.name or "") == "bitexact") '
+        "out.gpu-parity-long.nativeBuildInputs)).text; }"
     )
     assert got["names"] == sorted([*batteries(), "gpu-kernels"])
     assert set(map(tuple, got["features"].values())) == {("cuda",)}
     assert got["app"] == "record-golden"
     assert got["tree"] == "/fake-store/sglang/lib/python3.12/site-packages"
     assert "python -m pytest" in got["python"] and "--junitxml" in got["python"]
+    # bitexact runs on the server venv's Python (its transformers tokenizes the long prompts).
+    assert "exec /fake-store/venv/bin/python -m bitexact" in got["bitexact"]
+    assert "/fake-store/bitexact/lib/python3.13/site-packages" in got["bitexact"]
 
 
 def test_gpu_kernels_fails_on_skipped_or_missing_tests(tmp_path: Path) -> None:
