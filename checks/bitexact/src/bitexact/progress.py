@@ -15,6 +15,7 @@ class Progress:
         self.stream = stream or sys.stderr
         self.start = time.monotonic()
         self.tty = self.stream.isatty()
+        self._last_tenth = -1
 
     def advance(self, n: int = 1, note: str = "") -> None:
         self.done += n
@@ -29,6 +30,10 @@ class Progress:
             self.stream.write("\r" + line.ljust(100))
             if self.done >= self.total:
                 self.stream.write("\n")
-        else:
+        else:  # a log file: one line per tenth of the way, not one per prompt
+            tenth = 10 * self.done // self.total if self.total else 10
+            if tenth == self._last_tenth:
+                return
+            self._last_tenth = tenth
             self.stream.write(line.rstrip() + "\n")
         self.stream.flush()

@@ -77,5 +77,9 @@ def run(args: argparse.Namespace) -> int:
         f"| {r['prompt_tokens']} | {r['new_tokens']} | {r['ttft_s']:.3f} | {r['decode_tps']:.1f} |"
         for r in rows
     ]
+    if reference:
+        figures = reference.get("decodeTokensPerSecond", {})
+        table.append(f"recipe's reference, decode t/s at {figures.get('promptTokens')} prompt tokens:")
+        table += [f"  {name}: {values}" for name, values in figures.items() if name != "promptTokens"]
     emit(summary, args.json, "\n".join(table))
     return 0
