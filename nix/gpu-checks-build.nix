@@ -42,8 +42,8 @@ let
 
   url = "sglang+http://127.0.0.1:${toString port}";
 
-  gpuAttrs = {
-    requiredSystemFeatures = [ "cuda" ];
+  # What a step that starts the server needs.
+  serverAttrs = {
     nativeBuildInputs = [
       server
       bitexact
@@ -55,35 +55,24 @@ let
   };
 
   # Start `variant`'s server, wait until it generates, run `body`, stop it. The JIT caches start empty
-  # in the sandbox: each check compiles DeepGEMM/Triton/FlashInfer kernels once.
+  # in the sandbox: each step compiles DeepGEMM/Triton/FlashInfer kernels once.
   withServer = variant: body: ''
-    export HOME="$TMPDIR/home" XDG_CACHE_HOME="$TMPDIR/cache"
-    # bitexact names the card (golden records are per card) from nvidia-smi; README says how to
-    # expose it to the sandbox there.
-    export PATH="$PATH:/run/opengl-driver/bin"
-    mkdir -p "$HOME" "$XDG_CACHE_HOME" "$out"
-    # A subshell of its own, so its EXIT trap (stop the server) leaves stdenv's handler alone.
-    (
-      set -euo pipefail
-      bitexact-server --variant ${lib.escapeShellArg variant} --host 127.0.0.1 --port ${toString port} \
-        > "$out/server-${variant}.log" 2>&1 &
-      server_pid=$!
-      trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT
-      ready=0
-      for _ in $(seq 1 3600); do
-        if curl -sf "http://127.0.0.1:${toString port}/health_generate" > /dev/null; then ready=1; break; fi
-        if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
-        sleep 1
-      done
-      if [ "$ready" != 1 ]; then
-        echo "the ${variant} server did not come up; the end of its log:" >&2
-        tail -n 80 "$out/server-${variant}.log" >&2
-        exit 2
-      fi
-      # Reports and records go to $out (commands name it "."); the first failing command fails the check.
-      cd "$out"
-      ${body}
-    )
+    bitexact-server --variant ${lib.escapeShellArg variant} --host 127.0.0.1 --port ${toString port} \
+      > "$out/server-${variant}.log" 2>&1 &
+    server_pid=$!
+    trap 'kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true' EXIT
+    ready=0
+    for _ in $(seq 1 3600); do
+      if curl -sf "http://127.0.0.1:${toString port}/health_generate" > /dev/null; then ready=1; break; fi
+      if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
+      sleep 1
+    done
+    if [ "$ready" != 1 ]; then
+      echo "the ${variant} server did not come up; the end of its log:" >&2
+      tail -n 80 "$out/server-${variant}.log" >&2
+      exit 2
+    fi
+    ${body}
   '';
 
   runCommands =
@@ -101,41 +90,55 @@ let
     modelSnapshot = "${weights}/${hf.snapshotDir model}";
   };
 
-  references = builtins.mapAttrs (
-    _: r:
-    runCommand r.name gpuAttrs (withServer r.variant (runCommands (values null ".") r.commands))
-  ) plan.references;
+  # One step on the GPU: `body` runs in a subshell of its own (set -e; its EXIT trap stops the
+  # server, leaving stdenv's handler alone) in $out (commands name it "."); its exit status goes to
+  # $out/status and its output to $out/log instead of failing the build, so that one difference does
+  # not keep the later steps from running. The checks below turn statuses into pass or fail.
+  # `after` (the previous step) chains the steps: one card holds one 27B server at the recipe's
+  # memory fraction, so no two steps may run at once, whatever max-jobs is.
+  mkRun =
+    name: attrs: after: body:
+    runCommand "${name}-run" (
+      attrs
+      // {
+        requiredSystemFeatures = [ "cuda" ];
+        after = if after == null then "" else "${after}";
+      }
+    ) ''
+      export HOME="$TMPDIR/home" XDG_CACHE_HOME="$TMPDIR/cache"
+      # bitexact names the card (golden records are per card) from nvidia-smi; README says how to
+      # expose it to the sandbox there.
+      export PATH="$PATH:/run/opengl-driver/bin"
+      mkdir -p "$HOME" "$XDG_CACHE_HOME" "$out"
+      cd "$out"
+      # Not `( ... ) || status=$?`: bash ignores set -e inside a subshell whose status is tested.
+      set +e
+      (
+        set -euo pipefail
+        ${body}
+      ) > "$out/log" 2>&1
+      status=$?
+      set -e
+      cat "$out/log"
+      echo "$status" > "$out/status"
+    '';
 
-  batteries = map (
-    b:
-    lib.nameValuePair b.name (
-      runCommand b.name (gpuAttrs // { passthru.description = b.what; }) (
-        withServer b.variant (
-          runCommands (values (
-            if b.reference == null then null else "${references.${b.reference}}/reference.json"
-          ) ".") b.commands
-        )
-      )
-    )
-  ) (plan.batteries recipe);
+  # Refuse early (status 2) when a step's reference could not be recorded.
+  needReference = ref: ''
+    if [ "$(cat ${ref}/status)" != 0 ]; then
+      echo "the no-spec reference could not be recorded; see ${ref}/log" >&2
+      exit 2
+    fi
+  '';
 
   # checks/gpu under pytest against the patched tree. A skipped test would make this pass without
   # proving anything, so the JUnit report must show tests run and none skipped.
-  kernels = runCommand "gpu-kernels" {
-    requiredSystemFeatures = [ "cuda" ];
-    # Triton compiles its launcher stubs with a host C compiler.
-    nativeBuildInputs = [
-      kernelPython
-      gcc
-    ];
-    BITEXACT_SGLANG_TREE = "${sglangTree}";
-  } ''
-    export HOME="$TMPDIR/home" TRITON_CACHE_DIR="$TMPDIR/triton"
+  kernelsBody = ''
+    export TRITON_CACHE_DIR="$TMPDIR/triton"
     if [ -e /run/opengl-driver/lib/libcuda.so.1 ]; then export TRITON_LIBCUDA_PATH=/run/opengl-driver/lib; fi
-    mkdir -p "$HOME" "$out"
-    cp -r ${checksDir + "/gpu"} gpu
-    chmod -R u+w gpu
-    python -m pytest -p no:cacheprovider --import-mode=importlib -ra --junitxml="$out/junit.xml" gpu
+    cp -r ${checksDir + "/gpu"} "$TMPDIR/gpu"
+    chmod -R u+w "$TMPDIR/gpu"
+    python -m pytest -p no:cacheprovider --import-mode=importlib -ra --junitxml="$out/junit.xml" "$TMPDIR/gpu"
     python - "$out/junit.xml" <<'EOF'
     import sys, xml.etree.ElementTree as ET
     root = ET.parse(sys.argv[1]).getroot()
@@ -146,11 +149,86 @@ let
         sys.exit(f"gpu-kernels: {tests} tests, {skipped} skipped: on a GPU builder every kernel test must run")
     EOF
   '';
+  kernelsAttrs = {
+    # Triton compiles its launcher stubs with a host C compiler.
+    nativeBuildInputs = [
+      kernelPython
+      gcc
+    ];
+    BITEXACT_SGLANG_TREE = "${sglangTree}";
+  };
+  withKernels = kernelPython != null && sglangTree != null;
+
+  # The steps in the order they run: kernels, the two references, then the batteries.
+  steps =
+    lib.optional withKernels {
+      name = "gpu-kernels";
+      what = "checks/gpu on the built, patched SGLang, no test skipped";
+      attrs = kernelsAttrs;
+      body = _: kernelsBody;
+    }
+    ++ map (r: {
+      inherit (r) name;
+      what = "the no-spec server's outputs, recorded as the reference";
+      attrs = serverAttrs;
+      body = _: withServer r.variant (runCommands (values null ".") r.commands);
+    }) (builtins.attrValues plan.references)
+    ++ map (b: {
+      inherit (b) name what;
+      attrs = serverAttrs;
+      body =
+        runs:
+        let
+          ref = runs.${plan.references.${b.reference}.name};
+        in
+        (if b.reference == null then "" else needReference ref)
+        + withServer b.variant (
+          runCommands (values (if b.reference == null then null else "${ref}/reference.json") ".") b.commands
+        );
+    }) (plan.batteries recipe);
+
+  # name -> run derivation, each chained after the one before it.
+  runs = builtins.listToAttrs (
+    builtins.genList (
+      i:
+      let
+        step = builtins.elemAt steps i;
+        after = if i == 0 then null else runs.${(builtins.elemAt steps (i - 1)).name};
+      in
+      lib.nameValuePair step.name (mkRun step.name step.attrs after (step.body runs))
+    ) (builtins.length steps)
+  );
+
+  # The flake check of a step: passes when its run's status is 0; shows the end of its log otherwise.
+  verdict =
+    step:
+    runCommand step.name
+      {
+        requiredSystemFeatures = [ "cuda" ];
+        passthru = {
+          description = step.what;
+          run = runs.${step.name};
+        };
+      }
+      ''
+        status=$(cat ${runs.${step.name}}/status)
+        if [ "$status" != 0 ]; then
+          echo "${step.name} failed (exit $status); its log, reports and server log: ${runs.${step.name}}" >&2
+          tail -n 60 ${runs.${step.name}}/log >&2
+          exit 1
+        fi
+        ln -s ${runs.${step.name}} "$out"
+      '';
 in
 {
-  checks =
-    builtins.listToAttrs batteries
-    // lib.optionalAttrs (kernelPython != null && sglangTree != null) { gpu-kernels = kernels; };
+  # References are steps (they run on the card) but not checks of their own: a failed reference shows
+  # in every battery that needs it.
+  checks = builtins.listToAttrs (
+    map (step: lib.nameValuePair step.name (verdict step)) (
+      builtins.filter (step: !(lib.hasPrefix "reference-" step.name)) steps
+    )
+  );
+  inherit runs;
 
   # `nix run .#record-golden` on the card to record (from the repository root): starts the recipe's
   # server with the baked weights and writes checks/golden/<card>/<recipe>.json for you to commit.

@@ -29,7 +29,8 @@ def nix_eval(expr: str) -> Any:
     """The JSON value of a Nix expression (paths resolve from the repository root)."""
     done = _run(expr)
     if done.returncode != 0:
-        raise AssertionError(f"nix-instantiate failed on {expr!r}:\n{done.stderr}")
+        shown = expr if len(expr) < 400 else expr[:150] + " ... " + expr[-250:]
+        raise AssertionError(f"nix-instantiate failed on {shown!r}:\n{done.stderr}")
     return json.loads(done.stdout)
 
 
@@ -108,6 +109,7 @@ in rec {
     findFirst = pred: default: xs:
       let m = builtins.filter pred xs; in if m == [ ] then default else builtins.head m;
     nameValuePair = name: value: { inherit name value; };
+    hasPrefix = p: s: builtins.substring 0 (builtins.stringLength p) s == p;
     optionalAttrs = c: a: if c then a else { };
   };
   # The output path fetchurl's derivation would have: a flat fixed output of that name and hash (the

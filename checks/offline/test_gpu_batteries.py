@@ -168,9 +168,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_battery(locked: dict[str, Path], tmp_path: Path, name: str, **env: str) -> tuple[int, str, list[str]]:
+REFERENCE_RUN = "/fake-store/reference-no-spec-run"
+
+
+def run_battery(
+    locked: dict[str, Path], tmp_path: Path, name: str, reference_status: str = "0", **env: str
+) -> tuple[int, str, list[str]]:
+    """Run a battery's step script as its builder would (stand-ins for server, bitexact and curl; the
+    recording double's reference path pointed at a directory holding `reference_status`). Returns the
+    recorded status, the step's log and the bitexact calls."""
     port = free_port()
-    script = gpu_checks(locked, port, False, f"g.checks.{nix_str(name)}.script")
+    script = gpu_checks(locked, port, False, f"g.runs.{nix_str(name)}.script")
+    reference = tmp_path / "reference-run"
+    reference.mkdir()
+    (reference / "status").write_text(reference_status + "\n")
+    (reference / "log").write_text("reference log\n")
+    script = script.replace(REFERENCE_RUN, str(reference))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     for exe, body in (("bitexact-server", FAKE_SERVER), ("curl", FAKE_CURL), ("bitexact", FAKE_BITEXACT)):
@@ -188,36 +201,77 @@ def run_battery(locked: dict[str, Path], tmp_path: Path, name: str, **env: str) 
         **env,
     }
     done = subprocess.run(["bash", "-c", script], env=full_env, capture_output=True, text=True, timeout=120)
-    # The server must be stopped whatever happened.
+    # The step itself always succeeds (its status is the verdict's business) and stops the server.
+    assert done.returncode == 0, done.stderr
     with socket.socket() as s:
         assert s.connect_ex(("127.0.0.1", port)) != 0, "the server was left running"
-    return done.returncode, done.stderr, calls.read_text().splitlines() if calls.exists() else []
+    status = int((out / "status").read_text())
+    return status, (out / "log").read_text(), calls.read_text().splitlines() if calls.exists() else []
 
 
 def test_a_battery_passes_when_bitexact_says_equal(locked: dict[str, Path], tmp_path: Path) -> None:
-    code, stderr, calls = run_battery(locked, tmp_path, "gpu-parity-inflight-8")
-    assert code == 0, stderr
+    status, log, calls = run_battery(locked, tmp_path, "gpu-parity-inflight-8")
+    assert status == 0, log
     assert len(calls) == 2
+    reference = tmp_path / "reference-run" / "reference.json"
     assert (
-        calls[0].startswith("golden check sglang+http://127.0.0.1:")
-        and "--golden /fake-store/reference-no-spec/reference.json" in calls[0]
+        calls[0].startswith("golden check sglang+http://127.0.0.1:") and f"--golden {reference}" in calls[0]
     )
     assert calls[1].startswith("parity sglang+http://127.0.0.1:") and "--inflight-a 8" in calls[1]
-    assert (
-        "fake server: --variant recipe --host 127.0.0.1"
-        in (tmp_path / "out" / "server-recipe.log").read_text()
-    )
+    server_log = (tmp_path / "out" / "server-recipe.log").read_text()
+    assert "fake server: --variant recipe --host 127.0.0.1" in server_log
 
 
 def test_a_difference_fails_the_battery(locked: dict[str, Path], tmp_path: Path) -> None:
-    code, _, calls = run_battery(locked, tmp_path, "gpu-parity-inflight-8", FAKE_BITEXACT_EXIT="1")
-    assert code == 1 and len(calls) == 1  # the first failing command stops the battery
+    status, _, calls = run_battery(locked, tmp_path, "gpu-parity-inflight-8", FAKE_BITEXACT_EXIT="1")
+    assert status == 1 and len(calls) == 1  # the first failing command stops the battery
 
 
 def test_a_server_that_dies_fails_the_battery(locked: dict[str, Path], tmp_path: Path) -> None:
-    code, stderr, calls = run_battery(locked, tmp_path, "gpu-parity-forced-reject", FAKE_SERVER_DIES="1")
-    assert code == 2 and calls == []
-    assert "the forced-reject server did not come up" in stderr and "fake server: dying on start" in stderr
+    status, log, calls = run_battery(locked, tmp_path, "gpu-parity-forced-reject", FAKE_SERVER_DIES="1")
+    assert status == 2 and calls == []
+    assert "the forced-reject server did not come up" in log and "fake server: dying on start" in log
+
+
+def test_a_failed_reference_stops_the_battery_before_its_server(
+    locked: dict[str, Path], tmp_path: Path
+) -> None:
+    status, log, calls = run_battery(locked, tmp_path, "gpu-parity-recipe", reference_status="2")
+    assert status == 2 and calls == [] and "the no-spec reference could not be recorded" in log
+    assert not (tmp_path / "out" / "server-recipe.log").exists()
+
+
+def test_steps_run_one_after_another(locked: dict[str, Path]) -> None:
+    """Every step's run takes the previous one as an input, so Nix never runs two on the card at once."""
+    chain = gpu_checks(
+        locked, 30000, True, "builtins.mapAttrs (n: r: { inherit (r) after; out = r.outPath; }) g.runs"
+    )
+    order = ["gpu-kernels", "reference-no-spec-long", "reference-no-spec", *batteries()]
+    assert sorted(chain) == sorted(order)
+    ordered = sorted(chain, key=lambda n: order.index(n))
+    assert ordered == order
+    assert chain[order[0]]["after"] == ""
+    for before, step in zip(order, order[1:], strict=False):
+        assert chain[step]["after"] == chain[before]["out"], step
+
+
+def verdict(locked: dict[str, Path], tmp_path: Path, status: str) -> subprocess.CompletedProcess[str]:
+    script = gpu_checks(locked, 30000, False, 'g.checks."gpu-repeat".script')
+    run = tmp_path / f"run-{status}"
+    run.mkdir()
+    (run / "status").write_text(status + "\n")
+    (run / "log").write_text("repeat: 1200/1200 identical\n" if status == "0" else "repeat: 3 divergences\n")
+    script = script.replace("/fake-store/gpu-repeat-run", str(run))
+    env = {**os.environ, "out": str(tmp_path / f"verdict-{status}")}
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=env, capture_output=True, text=True)
+
+
+def test_the_check_fails_exactly_when_its_step_did(locked: dict[str, Path], tmp_path: Path) -> None:
+    passed = verdict(locked, tmp_path, "0")
+    assert passed.returncode == 0 and (tmp_path / "verdict-0").resolve() == (tmp_path / "run-0")
+    failed = verdict(locked, tmp_path, "1")
+    assert failed.returncode == 1
+    assert "gpu-repeat failed (exit 1)" in failed.stderr and "repeat: 3 divergences" in failed.stderr
 
 
 def test_the_outputs_adapter() -> None:
@@ -232,10 +286,10 @@ def test_the_outputs_adapter() -> None:
         "features = builtins.mapAttrs (n: c: c.requiredSystemFeatures) out; "
         # nix/outputs.nix reads it as gpu-golden.recordGolden (passthru lands on the derivation).
         "app = out.gpu-golden.recordGolden.name; "
-        "tree = out.gpu-kernels.BITEXACT_SGLANG_TREE; "
-        "python = out.gpu-kernels.script; "
+        "tree = out.gpu-kernels.run.BITEXACT_SGLANG_TREE; "
+        "python = out.gpu-kernels.run.script; "
         'bitexact = (builtins.head (builtins.filter (p: (p.name or "") == "bitexact") '
-        "out.gpu-parity-long.nativeBuildInputs)).text; }"
+        "out.gpu-parity-long.run.nativeBuildInputs)).text; }"
     )
     assert got["names"] == sorted([*batteries(), "gpu-kernels"])
     assert set(map(tuple, got["features"].values())) == {("cuda",)}
@@ -253,7 +307,7 @@ def test_gpu_kernels_fails_on_skipped_or_missing_tests(tmp_path: Path) -> None:
     script = nix_eval(
         f"let d = {NIXPKGS_DOUBLES}; out = import ./nix/gpu-checks.nix {{ pkgs = d; recipe = {READ_RECIPE}; "
         'packages.bitexact = "/b"; mkServer = a: { outPath = "/s"; '
-        'passthru = { venv = "/v"; sglang = "/g"; }; }; }; in out.gpu-kernels.script'
+        'passthru = { venv = "/v"; sglang = "/g"; }; }; }; in out.gpu-kernels.run.script'
     )
     guard = script.split("<<'EOF'\n", 1)[1].split("\nEOF", 1)[0]
     cases = {"skipped": "@pytest.mark.skip(reason='no CUDA')\ndef test_b():\n    pass\n", "ran": ""}
