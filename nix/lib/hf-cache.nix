@@ -137,8 +137,13 @@ rec {
     repo: path:
     let
       r = splitRepo repo;
+      name = "hf-${r.org}--${r.name}--${sanitize (builtins.replaceStrings [ "/" ] [ "--" ] path)}";
     in
-    "hf-${r.org}--${r.name}--${sanitize (builtins.replaceStrings [ "/" ] [ "--" ] path)}";
+    # Nix refuses store path names longer than 211 characters.
+    if builtins.stringLength name > 211 then
+      throw "hf-cache: the store name for ${repo}/${path} would pass Nix's 211-character limit; nix/lib/hf-cache.nix needs a shorter naming rule"
+    else
+      name;
 
   # Percent-encoding of a file path for the resolve URL ('/' stays); a byte outside printable ASCII
   # has no builtin to name its code, so such a path is refused rather than sent wrong.

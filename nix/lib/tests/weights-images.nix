@@ -92,6 +92,10 @@ let
       got = hf.storeName "Qwen/Qwen3.8-27B" "original/params.json";
       want = "hf-Qwen--Qwen3.8-27B--original--params.json";
     };
+    storeNameTooLong = {
+      got = throws (hf.storeName "Qwen/Qwen3.8-27B" (builtins.concatStringsSep "" (builtins.genList (_: "abcdefghij") 20)));
+      want = true;
+    };
     validManifestPasses = {
       got = checked == manifest;
       want = true;
