@@ -1,5 +1,5 @@
 """The HTTP engines end to end against local servers that answer in SGLang's and vLLM's shapes
-(fake_servers.py cites the sources), backed by a real transformers model."""
+(bx_fake_servers.py cites the sources), backed by a real transformers model."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from bitexact.cli import main
-from fake_servers import Backend, FakeServer
+from bx_fake_servers import Backend, FakeServer
 
 RECIPE = Path(__file__).resolve().parents[3] / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 COMMON = ["--max-new-tokens", "6", "--top-logprobs", "4", "--json"]
@@ -21,7 +21,7 @@ def backend(models) -> Backend:
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory):  # module-scoped backends need a session-scoped model; reuse conftest's maker
-    from conftest import make_model
+    from bx_tiny_models import make_model
 
     root = tmp_path_factory.mktemp("http-models")
     return {"target": make_model(root / "target", layers=2, hidden=64, seed=0)}
