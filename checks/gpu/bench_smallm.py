@@ -45,7 +45,7 @@ def main() -> int:
     sglang_tree.install(tree)
     import torch
     import triton
-    from gpu_timing import dram_copy_gbps, graph_time_us
+    from gpu_timing import dram_copy_gbps, dram_read_gbps, graph_time_us
     from sglang.srt.batch_invariant_ops import batch_invariant_ops as bio
     from sglang.srt.batch_invariant_ops import small_m_route as route
 
@@ -56,7 +56,11 @@ def main() -> int:
     dram = max(copies.values())
     print("device-to-device copy, GB/s read + write: " + ", ".join(f"{k} {v:.0f}" for k, v in copies.items()))
     print(f"reference bandwidth for %BW below: {dram:.0f} GB/s (the best of the three)")
-    results: dict = {"dram_gbps": dram, "copies": copies, "rows": [], "sweep": []}
+    read = dram_read_gbps()
+    print(
+        f"read-only reduction (torch.sum over 4 GB of bf16): {read:.0f} GB/s = {100 * read / dram:.0f}% of it"
+    )
+    results: dict = {"dram_gbps": dram, "read_gbps": read, "copies": copies, "rows": [], "sweep": []}
     gen = torch.Generator(device="cpu").manual_seed(0)
     for n, k in SHAPES:
         weight = torch.randn((n, k), generator=gen).mul_(k**-0.5).to(torch.bfloat16).cuda()

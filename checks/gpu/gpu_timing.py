@@ -71,3 +71,10 @@ def dram_copy_gbps(nbytes: int = 4 << 30) -> dict[str, float]:
         "kernel_eager": event_time_us(functools.partial(torch.mul, src, 1, out=dst), iters=10),
     }
     return {name: 2 * nbytes / (us * 1e-6) / 1e9 for name, us in rate.items()}
+
+
+def dram_read_gbps(nbytes: int = 4 << 30) -> float:
+    """Read-only bandwidth in GB/s: a full reduction over bf16 (what a small-M GEMM mostly does)."""
+    src = torch.ones(nbytes // 2, dtype=torch.bfloat16, device="cuda")
+    us = graph_time_us(functools.partial(torch.sum, src, dtype=torch.float32), iters=10)
+    return nbytes / (us * 1e-6) / 1e9

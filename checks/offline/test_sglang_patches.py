@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,3 +111,35 @@ def test_patched_python_compiles(patched_tree: Path) -> None:
         path = patched_tree / rel.removeprefix("python/")
         if path.suffix == ".py" and path.exists():
             compile(path.read_text(), str(path), "exec")
+
+
+GPU_DIR = REPO_ROOT / "checks" / "gpu"
+
+
+def test_gpu_bootstrap_imports_marker_without_sglang_init(patched_tree: Path) -> None:
+    """checks/gpu/sglang_tree.py loads modules from the patched tree and never runs sglang/__init__.py."""
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import sglang_tree; from pathlib import Path\n"
+        "sglang_tree.install(Path(sys.argv[2]))\n"
+        "from sglang.srt.bitexact_patches import APPLIED\n"
+        "assert 'sglang.lang' not in sys.modules, 'sglang/__init__.py ran'\n"
+        "print(','.join(APPLIED))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(GPU_DIR), str(patched_tree)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().split(",") == recipe_patches()
+
+
+def test_gpu_bootstrap_placeholders_refuse_to_run() -> None:
+    sys.path.insert(0, str(GPU_DIR))
+    try:
+        import sglang_tree
+    finally:
+        sys.path.remove(str(GPU_DIR))
+    missing = sglang_tree._placeholder("Client", "not_installed_pkg")
+    assert missing.Sub is not None  # attribute chains resolve, for module-level imports and annotations
+    with pytest.raises(sglang_tree.MissingDependency, match="not_installed_pkg"):
+        missing()
+    assert sglang_tree.tree_problem(None) is not None
