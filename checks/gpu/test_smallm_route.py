@@ -77,22 +77,36 @@ def _deepgemm_available(mods) -> bool:
     return "deep_gemm" in vars(mods.bio)
 
 
+def _route_off(mods, monkeypatch: pytest.MonkeyPatch, fn, *args):  # noqa: ANN001, ANN202
+    """`fn(*args)` with the route's variable at 0: what the tree's DeepGEMM path alone gives."""
+    monkeypatch.setenv(mods.route.SMALL_M_ENV, "0")
+    try:
+        return fn(*args)
+    finally:
+        monkeypatch.setenv(mods.route.SMALL_M_ENV, str(CAP))
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
-def test_dispatch_inside_deepgemm_path(mods, sm120, shape: tuple[int, int]) -> None:
+def test_dispatch_inside_deepgemm_path(
+    mods, sm120, monkeypatch: pytest.MonkeyPatch, shape: tuple[int, int]
+) -> None:
     """M <= cap bf16 -> route (+bias after); M > cap or fp32 output -> DeepGEMM."""
     import torch
 
-    if _deepgemm_available(mods):
-        pytest.skip("deep_gemm is installed: the DeepGEMM equality test covers this card")
     a17, b, bias = _operands(*shape, m=CAP + 1)
     for m in (1, 7, CAP):
         a = a17[:m].contiguous()
         got = mods.bio._matmul_persistent_deepgemm(a, b, torch.bfloat16, bias)
         assert torch.equal(got, mods.route.small_m_matmul(a, b, bias=bias)), f"M={m} did not take the route"
-    with pytest.raises(NameError, match="deep_gemm"):
-        mods.bio._matmul_persistent_deepgemm(a17, b, torch.bfloat16, bias)  # M = cap + 1
-    with pytest.raises(NameError, match="deep_gemm"):
-        mods.bio._matmul_persistent_deepgemm(a17[:4].contiguous(), b, torch.float32, bias)  # fp32 out
+    leaving = [(a17, torch.bfloat16), (a17[:4].contiguous(), torch.float32)]  # M = cap + 1; fp32 output
+    for a, out_dtype in leaving:
+        if _deepgemm_available(mods):
+            got = mods.bio._matmul_persistent_deepgemm(a, b, out_dtype, bias)
+            want = _route_off(mods, monkeypatch, mods.bio._matmul_persistent_deepgemm, a, b, out_dtype, bias)
+            assert torch.equal(got, want), f"M={a.shape[0]}, {out_dtype}: not DeepGEMM's result"
+        else:
+            with pytest.raises(NameError, match="deep_gemm"):
+                mods.bio._matmul_persistent_deepgemm(a, b, out_dtype, bias)
 
 
 def test_dispatch_needs_cap_and_sm120(mods, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,21 +127,30 @@ def test_dispatch_needs_cap_and_sm120(mods, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
-def test_matmul_persistent_follows_tree_eligibility(mods, sm120, shape: tuple[int, int]) -> None:
-    """The real entry point: where the tree's test says "no DeepGEMM", the route is never taken, so
-    rows cannot flip between M = 16 and 17 (on this card: persistent Triton for every M)."""
+def test_matmul_persistent_follows_tree_eligibility(
+    mods, sm120, monkeypatch: pytest.MonkeyPatch, shape: tuple[int, int]
+) -> None:
+    """The real entry point, M = 1..17. Where the tree's test says "no DeepGEMM" (no deep_gemm here) the
+    route is never taken: persistent Triton for every M. Where it says DeepGEMM: the route up to the cap,
+    DeepGEMM above it; on a real SM120/121 card row 0 must then be the same for every M."""
     import torch
 
-    if _deepgemm_available(mods):
-        pytest.skip("deep_gemm is installed: the DeepGEMM equality test covers this card")
     a17, b, bias = _operands(*shape, m=CAP + 1)
+    deepgemm = _deepgemm_available(mods)
     row0 = None
     for m in range(1, CAP + 2):
         a = a17[:m].contiguous()
         got = mods.bio.matmul_persistent(a, b, bias=bias)
-        assert torch.equal(got, mods.bio._matmul_persistent_triton(a, b, torch.bfloat16, bias))
-        row0 = got[0] if row0 is None else row0
-        assert torch.equal(got[0], row0), f"row 0 flips at M={m}"
+        if not deepgemm:
+            assert torch.equal(got, mods.bio._matmul_persistent_triton(a, b, torch.bfloat16, bias))
+        elif m <= CAP:
+            assert torch.equal(got, mods.route.small_m_matmul(a, b, bias=bias)), f"M={m} missed the route"
+        else:
+            want = _route_off(mods, monkeypatch, mods.bio.matmul_persistent, a, b, bias)
+            assert torch.equal(got, want), f"M={m} did not go to DeepGEMM"
+        if not deepgemm or sm120 in mods.route.ROUTED_CAPABILITIES:
+            row0 = got[0] if row0 is None else row0
+            assert torch.equal(got[0], row0), f"row 0 flips at M={m}"
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
