@@ -139,10 +139,21 @@ class FakeServer:
                     if body.get("stream"):
                         return self._stream(answer)
                     self._send(200, answer)
+                elif self.path == "/v1/completions" and body.get("stream"):
+                    self._sse(server.completion_chunks(body))
                 elif self.path == "/v1/completions":
                     self._send(200, server.completion(body))
                 else:
                     self._send(404, {"detail": "Not Found"})
+
+            def _sse(self, chunks: list[dict[str, Any]]) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for chunk in chunks:
+                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
 
             def _stream(self, answer: dict[str, Any]) -> None:
                 self.send_response(200)
@@ -277,3 +288,35 @@ class FakeServer:
             choice.update(stop_reason=None, prompt_logprobs=None)
             response.update(system_fingerprint=None, service_tier=None)
         return response
+
+    def completion_chunks(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """Streaming `/v1/completions`: one chunk per token (`choices[0].text` the delta; `token_ids` the
+        delta with return_token_ids), the last with `finish_reason`, then with
+        `stream_options.include_usage` a chunk with empty `choices` and `usage` (SGLang
+        `serving_completions.py` `_generate_completion_stream`; vLLM `CompletionStreamResponse`)."""
+        toks, _, _ = self.backend.run(body["prompt"], body["max_tokens"], 0)
+        base = {
+            "id": f"cmpl-{self.served}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": body["model"],
+        }
+        chunks = []
+        for i, t in enumerate(toks):
+            choice: dict[str, Any] = {
+                "index": 0,
+                "text": _text(t),
+                "logprobs": None,
+                "finish_reason": "length" if i == len(toks) - 1 else None,
+            }
+            if body.get("return_token_ids"):
+                choice["token_ids"] = [t]
+            chunks.append({**base, "choices": [choice]})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = {
+                "prompt_tokens": len(body["prompt"]),
+                "total_tokens": len(body["prompt"]) + len(toks),
+                "completion_tokens": len(toks),
+            }
+            chunks.append({**base, "choices": [], "usage": usage})
+        return chunks

@@ -184,3 +184,27 @@ def test_bench_streams_from_sglang(backend, tmp_path, capsys):
     assert rc == 0
     assert [(r["prompt_tokens"], r["new_tokens"]) for r in summary["rows"]] == [(12, 5), (40, 5)]
     assert server.requests[0]["body"]["stream"] is True
+
+
+def test_bench_streams_from_openai_compatible(backend, capsys):
+    with FakeServer(backend, flavor="vllm") as server:
+        engine = f"openai+http://127.0.0.1:{server.port}/v1?model=tiny"
+        rc, summary, _ = _run(
+            capsys,
+            [
+                "bench",
+                engine,
+                "--lengths",
+                "20",
+                "--new-tokens",
+                "4",
+                "--vocab-size",
+                "384",
+                "--warmup",
+                "0",
+                "--json",
+            ],
+        )
+    assert rc == 0
+    assert [(r["prompt_tokens"], r["new_tokens"]) for r in summary["rows"]] == [(20, 4)]
+    assert server.requests[0]["body"]["stream_options"] == {"include_usage": True}

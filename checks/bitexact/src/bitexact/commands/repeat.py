@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     gens, identity = run_side(
         args.engine, copies, settings, args.out, "repeat", inflight=args.batch, group=args.batch
     )
-    per_prompt = []
+    per_prompt: list[dict[str, Any]] = []
     for k, prompt in enumerate(base):
         mine = gens[k * args.repeats : (k + 1) * args.repeats]
         comps = [compare(mine[0], g) for g in mine[1:]]
