@@ -66,9 +66,10 @@ def bench_batch(
     rig = t.GdnRig(sg, batch, draft, seed=batch)
     mixed_qkv, a, b = rig.split(rig.qkvz, rig.ba)
     verify_fb = rig.forward_batch(verify=True)
-    graphs = {}
+    graphs, backends = {}, []  # a graph holds no reference to the pools it reads: keep them alive
     for name, module, exact in (("exact", sg.gdn, True), ("stock", sg.stock, False)):
         backend = rig.backend(rig.pool(), module, verify=True)
+        backends.append(backend)
         with sg.det.override(enable_deterministic_inference=exact):
             graphs[name] = capture(
                 lambda backend=backend: backend.forward_extend(rig.layer, verify_fb, mixed_qkv, a, b)
@@ -85,7 +86,9 @@ def bench_batch(
 
     with sg.det.override(enable_deterministic_inference=True):
         graphs["decode"] = capture(decode_all)
-    return {name: time_graph(graph, flush, iters) for name, graph in graphs.items()}
+    times = {name: time_graph(graph, flush, iters) for name, graph in graphs.items()}
+    del graphs, backends
+    return times
 
 
 def main() -> int:

@@ -55,7 +55,7 @@ def test_hook_is_guarded_by_deterministic_mode(version: str, tmp_path: Path) -> 
     module = ast.parse((tree / LINEAR / "exact_verify.py").read_text())
     functions = {node.name: node for node in module.body if isinstance(node, ast.FunctionDef)}
     for kernel in ("_exact_verify_conv_kernel", "_exact_verify_recurrence_kernel"):
-        assert any(ast.unparse(d) == "triton.jit" for d in functions[kernel].decorator_list), kernel
+        assert any(ast.unparse(d).startswith("triton.jit") for d in functions[kernel].decorator_list), kernel
 
     flag = ast.unparse(functions["deterministic_inference_enabled"])
     assert "get_exec().deterministic.enable_deterministic_inference" in flag
