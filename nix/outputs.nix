@@ -91,7 +91,8 @@ let
   }
   # E: OCI images (images/default.nix returns { image, image-dev }).
   // optionalAttrs (builtins.pathExists ../images/default.nix) (
-    builtins.mapAttrs (guard missingForImage) (
+    # image-dev bakes no weights, so only the server's pins gate it.
+    builtins.mapAttrs (n: guard (if n == "image-dev" then missingForServer else missingForImage) n) (
       import ../images {
         inherit
           pkgs
