@@ -29,5 +29,5 @@ echo "offline: ruff (lint and format)" >&2
 "$venv/bin/ruff" format --check .
 
 echo "offline: pytest" >&2
-exec "$venv/bin/python" -m pytest -p no:cacheprovider --import-mode=importlib -ra "$@" \
+exec "$venv/bin/python" -m pytest --rootdir . -p no:cacheprovider --import-mode=importlib -ra "$@" \
   checks/offline $(ls -d checks/bitexact/tests 2>/dev/null) $(ls -d checks/gpu 2>/dev/null)
