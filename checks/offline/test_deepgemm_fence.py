@@ -16,6 +16,8 @@ PATCH_DIR = REPO / "patches" / "deep-gemm"
 RECIPE = json.loads((REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json").read_text())
 HEADER = RECIPE["deepGemm"]["fencedHeader"]
 FENCE = "cutlass::arch::fence_view_async_shared();"
+# Tests using these fixtures get the markers (checks/conftest.py).
+FIXTURE_NEEDS = {"patched_020": ("network",)}
 
 
 def code_lines(text: str) -> list[str]:
@@ -67,6 +69,7 @@ def test_fence_patch_gives_the_0_2_3_code(patched_020: Path) -> None:
     assert patched.count(FENCE) == 1
 
 
+@pytest.mark.network
 def test_unpatched_0_2_0_differs_from_0_2_3() -> None:
     dist = RECIPE["deepGemm"]["dist"]
     original = (unpacked_wheel(dist, RECIPE["deepGemm"]["version"]) / HEADER).read_text()

@@ -36,6 +36,8 @@ NO_DRIVER = (
 )
 CARD = Card(slug="rtx-pro-6000-blackwell", name=RECIPE["card"]["name"], compute_cap="12.0")
 FENCED_HEADER = "deep_gemm/include/deep_gemm/impls/sm120_bf16_gemm.cuh"
+# Tests using these fixtures get the markers (checks/conftest.py).
+FIXTURE_NEEDS = {"engines": ("network",), "image": ("nix",)}
 
 
 def fake_nvidia_smi(directory: Path, stdout: str, code: int = 0) -> Path:

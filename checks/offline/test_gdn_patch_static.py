@@ -49,6 +49,7 @@ def test_patch_touches_only_gdn_files() -> None:
     assert "triton_backend.py" not in text and "batch_invariant_ops.py" not in text
 
 
+@pytest.mark.network
 @pytest.mark.parametrize("version", ["0.5.20", "0.5.21"])
 def test_hook_is_guarded_by_deterministic_mode(version: str, tmp_path: Path) -> None:
     tree = patched_tree(version, tmp_path)

@@ -28,6 +28,8 @@ from hfcache_support import (
 )
 from test_hfcache import DRAFTER_FILES, MODEL_FILES
 
+pytestmark = pytest.mark.nix  # every test evaluates with the real nix-instantiate
+
 RECIPE = json.loads(RECIPE_PATH.read_text())
 PLAN = "(import ./nix/lib/gpu-batteries.nix)"
 READ_RECIPE = "(builtins.fromJSON (builtins.readFile ./nix/recipes/qwen3.8-27b-exact.json))"

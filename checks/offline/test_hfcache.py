@@ -16,6 +16,9 @@ import pytest
 from hfcache_support import RECIPE_PATH, materialize, nix_error, nix_eval, nix_str, nix_value, write_repo
 from released_wheels import unpacked_wheel
 
+# One test (the fixture manifests against pinlock's schema) needs no Nix; it rides along.
+pytestmark = pytest.mark.nix  # every test evaluates with the real nix-instantiate
+
 RECIPE = json.loads(RECIPE_PATH.read_text())
 MODEL = RECIPE["model"]
 DRAFTER = RECIPE["drafter"]
@@ -188,6 +191,7 @@ def resolve_offline(cache: Path, repos: list[str]) -> subprocess.CompletedProces
     )
 
 
+@pytest.mark.network  # huggingface_hub's released wheel
 def test_the_planned_cache_resolves_offline_with_huggingface_hub(
     weights: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -214,6 +218,7 @@ def test_the_planned_cache_resolves_offline_with_huggingface_hub(
         assert got["config"] == files["config.json"].decode()
 
 
+@pytest.mark.network  # huggingface_hub's released wheel
 def test_a_ref_with_a_newline_does_not_resolve(weights: dict[str, Any], tmp_path: Path) -> None:
     """Why the plan writes refs/main without a newline: huggingface_hub reads it verbatim."""
     plan = nix_eval(f"{HF}.cacheLayout [ ({read_expr(weights['manifests'], DRAFTER)}) ]")

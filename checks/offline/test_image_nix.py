@@ -20,6 +20,8 @@ from hfcache_support import (
 )
 from test_hfcache import DRAFTER_FILES, MODEL_FILES
 
+pytestmark = pytest.mark.nix  # every test evaluates with the real nix-instantiate
+
 RECIPE = json.loads(RECIPE_PATH.read_text())
 MODEL, DRAFTER = RECIPE["model"], RECIPE["drafter"]
 

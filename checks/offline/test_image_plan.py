@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hfcache_support import RECIPE_PATH, nix_error, nix_eval, nix_str, nix_value
+
+pytestmark = pytest.mark.nix  # every test evaluates with the real nix-instantiate
 
 PLAN = "(import ./nix/lib/image-plan.nix)"
 RECIPE = json.loads(RECIPE_PATH.read_text())

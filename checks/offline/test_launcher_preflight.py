@@ -20,6 +20,8 @@ RECIPE_PATH = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 RECIPE = load_recipe(RECIPE_PATH)
 SGLANG_SERIES = sorted((REPO / "patches" / "sglang").glob("*.patch"))
 FENCE_PATCH = REPO / "patches" / "deep-gemm" / "0001-sm120-fence.patch"
+# Tests using these fixtures get the markers (checks/conftest.py).
+FIXTURE_NEEDS = {"sglang_020": ("network",), "site": ("network",)}
 
 
 def _patch(root: Path, patch: Path, strip: int) -> None:
@@ -91,6 +93,7 @@ def test_refuses_an_unreadable_marker(tmp_path: Path) -> None:
     assert "cannot read APPLIED" in failure.problem
 
 
+@pytest.mark.network
 def test_refuses_the_real_unfenced_deep_gemm_header() -> None:
     root = unpacked_wheel("sgl-deep-gemm", "0.2.0")
     assert not header_is_fenced((root / RECIPE.deep_gemm_header).read_text())
@@ -103,6 +106,7 @@ def test_accepts_the_real_header_after_the_fence_patch(site: Path) -> None:
     assert check_deep_gemm(site, RECIPE.deep_gemm_header) == []
 
 
+@pytest.mark.network
 def test_accepts_the_released_0_2_3_header() -> None:
     assert header_is_fenced((unpacked_wheel("sgl-deep-gemm", "0.2.3") / RECIPE.deep_gemm_header).read_text())
 

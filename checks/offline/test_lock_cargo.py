@@ -160,6 +160,7 @@ source = "git+https://github.com/acme/gadget.git?branch=main#{gadget_rev}"
     }
 
 
+@pytest.mark.nix
 def test_lock_src_and_cargo_end_to_end(world: dict[str, object]) -> None:
     ctx = world["ctx"]
     archives = world["archives"]

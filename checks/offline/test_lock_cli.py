@@ -51,6 +51,7 @@ def test_status_passes_when_everything_is_pinned(tmp_path: Path, capsys: pytest.
     assert main(["--root", str(root), "status"]) == 1
 
 
+@pytest.mark.nix
 def test_hash_path_prints_what_nix_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "f").write_text("content\n")

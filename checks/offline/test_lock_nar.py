@@ -46,25 +46,30 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tree(tmp_path_factory.mktemp("nar") / "tree")
 
 
+@pytest.mark.nix
 def test_nar_bytes_equal_nix_store_dump(tree: Path) -> None:
     assert b"".join(nar_stream(tree)) == subprocess_dump(tree)
 
 
+@pytest.mark.nix
 def test_sri_equals_nix_hash_path(tree: Path) -> None:
     assert nar_hash(tree) == nix("nix", "hash", "path", "--type", "sha256", str(tree))
 
 
+@pytest.mark.nix
 def test_base32_equals_nix_hash(tree: Path) -> None:
     expected = nix("nix-hash", "--type", "sha256", "--base32", str(tree))
     assert nix32(nar_sha256(tree)) == expected
 
 
+@pytest.mark.nix
 @pytest.mark.parametrize("name", ["empty-file", "big.bin", "bin/tool", "empty-dir", "a", "link-rel"])
 def test_subpaths_equal_nix(tree: Path, name: str) -> None:
     path = tree / name
     assert nar_hash(path) == nix("nix", "hash", "path", str(path))
 
 
+@pytest.mark.nix
 def test_executable_bit_and_content_change_the_hash(tree: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy"
     shutil.copytree(tree, copy, symlinks=True)
@@ -78,6 +83,7 @@ def test_executable_bit_and_content_change_the_hash(tree: Path, tmp_path: Path) 
     assert nar_hash(copy) != nar_hash(tree)
 
 
+@pytest.mark.nix
 def test_nix32_of_random_digests_equals_nix() -> None:
     for _ in range(5):
         digest = hashlib.sha256(os.urandom(16)).digest()

@@ -29,6 +29,7 @@ def test_the_locked_closure_has_one_sdist_only_package() -> None:
     assert only.url.endswith("/cuda_tile-1.6.0rc5.tar.gz") and len(only.sha256) == 64
 
 
+@pytest.mark.network
 def test_the_real_cuda_tile_sdist_is_a_wheel_stub() -> None:
     (only,) = sdist_only(UV_LOCK.read_text())
     archive = net.download(only.url, cache_dir() / "sdists" / only.url.rsplit("/", 1)[-1], only.name)

@@ -35,6 +35,7 @@ def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return git_archive(base / "repo", rev, f"sglang-{rev}", base / f"{rev}.tar.gz")
 
 
+@pytest.mark.nix
 def test_unpack_then_hash_equals_nix_fetcher(archive: Path, tmp_path: Path) -> None:
     tree = unpack_tarball(archive, tmp_path / "out")
     assert tree.name.startswith("sglang-")
@@ -43,6 +44,7 @@ def test_unpack_then_hash_equals_nix_fetcher(archive: Path, tmp_path: Path) -> N
     assert nar_hash(tree) == nix_unpacked_sri(archive)
 
 
+@pytest.mark.nix
 def test_unpack_then_hash_equals_nix_hash_path_of_tar_extraction(archive: Path, tmp_path: Path) -> None:
     (tmp_path / "tar").mkdir()
     subprocess.run(["tar", "-xzf", str(archive), "-C", str(tmp_path / "tar")], check=True)
@@ -66,6 +68,7 @@ def _file(name: str, mode: int = 0o644) -> tarfile.TarInfo:
     return info
 
 
+@pytest.mark.nix
 def test_hard_links_become_copies(tmp_path: Path) -> None:
     link = _file("top/b")
     link.type, link.linkname = tarfile.LNKTYPE, "top/a"

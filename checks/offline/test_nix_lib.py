@@ -18,7 +18,10 @@ RECIPE = ROOT / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 FIXTURES = ROOT / "nix" / "lib" / "tests" / "fixtures"
 LOCK_HINT = "run `nix run .#lock` on a machine with network access"
 
-pytestmark = pytest.mark.skipif(shutil.which("nix-instantiate") is None, reason="nix-instantiate not on PATH")
+pytestmark = [
+    pytest.mark.nix,
+    pytest.mark.skipif(shutil.which("nix-instantiate") is None, reason="nix-instantiate not on PATH"),
+]
 
 
 def nix_eval(expr: str) -> subprocess.CompletedProcess[str]:

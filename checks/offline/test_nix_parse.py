@@ -16,7 +16,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SYSTEM = "x86_64-linux"
 
-pytestmark = pytest.mark.skipif(shutil.which("nix-instantiate") is None, reason="nix-instantiate not on PATH")
+pytestmark = [
+    pytest.mark.nix,
+    pytest.mark.skipif(shutil.which("nix-instantiate") is None, reason="nix-instantiate not on PATH"),
+]
 
 
 def nix_files() -> list[Path]:

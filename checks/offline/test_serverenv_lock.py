@@ -52,6 +52,7 @@ def _uv() -> str:
     return found
 
 
+@pytest.mark.network
 def test_lock_agrees_with_pyproject() -> None:
     # Needs PyPI (uv re-resolves against the index's metadata); .ci/run has it.
     result = subprocess.run(
@@ -119,6 +120,7 @@ def _sglang_requirements() -> list[Requirement]:
     return [Requirement(line[len(prefix) :]) for line in metadata.splitlines() if line.startswith(prefix)]
 
 
+@pytest.mark.network
 def test_lock_satisfies_every_sglang_requirement() -> None:
     packages = _packages()
     checked = 0

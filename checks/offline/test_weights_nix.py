@@ -27,6 +27,8 @@ from hfcache_support import (
 )
 from test_hfcache import DRAFTER_FILES, MODEL_FILES, resolve_offline
 
+pytestmark = pytest.mark.nix  # every test evaluates with the real nix-instantiate
+
 RECIPE = json.loads(RECIPE_PATH.read_text())
 MODEL, DRAFTER = RECIPE["model"], RECIPE["drafter"]
 
@@ -112,6 +114,7 @@ def run(script: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]
     )
 
 
+@pytest.mark.network  # huggingface_hub's released wheel
 def test_seed_then_layout_resolves_offline(locked: dict[str, Path]) -> None:
     """A user's existing hub cache -> the real store (seed script, real nix-store) -> the layout script's
     hub cache, whose links point at those store paths -> huggingface_hub resolves both repos."""

@@ -34,6 +34,7 @@ in {
 """
 
 
+@pytest.mark.nix
 @pytest.mark.skipif(shutil.which("nix-instantiate") is None, reason="nix-instantiate not on PATH")
 def test_package_nix_matches_pyproject():
     expr = STUBS.replace("PACKAGE", str(HERE / "package.nix"))

@@ -1,0 +1,41 @@
+"""Markers for what a test needs beyond Python and the repository, so that a sandbox can select the rest.
+
+`network`: downloads (released wheels from PyPI, `uv lock --check`, any URL). `nix`: runs Nix itself
+(nix-instantiate, nix-store, nix hash, nix-prefetch-url), which a Nix build sandbox does not offer.
+A test that needs neither carries no marker; `checks/offline/sandbox_selection.py` runs exactly those
+(`-m "not network and not nix"`), here without network or Nix and as the `python-offline-tests` flake
+check.
+
+Modules mark whole files with `pytestmark`, single tests with decorators, and tests that use a fixture
+needing something through `FIXTURE_NEEDS = {"fixture": ("network",)}`: every test whose fixture closure
+holds that fixture gets the markers, so a new test that uses it is marked without anyone remembering.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+MARKERS = {
+    "network": "downloads something (PyPI wheels, uv lock --check, any URL); deselect with -m 'not network'",
+    "nix": "runs Nix commands (nix-instantiate, nix-store, nix hash); deselect with -m 'not nix'",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, meaning in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {meaning}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if not isinstance(item, pytest.Function):
+            continue
+        needs: dict[str, tuple[str, ...]] = getattr(item.module, "FIXTURE_NEEDS", {})
+        for fixture, markers in needs.items():
+            unknown = set(markers) - set(MARKERS)
+            if unknown:
+                where = f"{item.module.__name__}.FIXTURE_NEEDS[{fixture!r}]"
+                raise pytest.UsageError(f"{where}: unknown {sorted(unknown)}, known: {sorted(MARKERS)}")
+            if fixture in item.fixturenames:
+                for name in markers:
+                    item.add_marker(name)
