@@ -73,6 +73,12 @@ in
   # DeepGEMM's wheel with the fence: the patch applies with --fuzz=0 and the header holds the fence
   # (the package's own install check).
   deep-gemm-fenced = deep-gemm;
+
+  # The offline suite's tests that need neither network nor Nix, on nixpkgs' Python over a filtered
+  # source (nix/python-offline-tests.nix; the selection is checks/offline/sandbox_selection.py).
+  python-offline-tests = (import ./python-offline-tests.nix).check {
+    inherit (pkgs) runCommand python3 git;
+  };
 }
 // (if sglangSrc == null then { } else {
   # The patch series applies, in order and without fuzz, to the pinned SGLang commit.

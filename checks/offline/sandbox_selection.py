@@ -1,8 +1,8 @@
 """The offline suite's tests that need neither network nor Nix, run as a Nix build sandbox runs them.
 
 The markers are checks/conftest.py's (`network`, `nix`); this is the one place that names the selection.
-The `python-offline-tests` flake check (nix/cpu-checks.nix) runs this file, and
-test_sandbox_selection.py runs it here without network and without Nix, so neither drifts.
+The `python-offline-tests` flake check (nix/python-offline-tests.nix) runs this file over its filtered
+source, and test_sandbox_selection.py runs it here over that same source without network and without Nix.
 
 Usage, from the repository root: python checks/offline/sandbox_selection.py [--loopback-up] [PYTEST ARGS]
 `--loopback-up` brings up `lo` first (a fresh network namespace has it down; Nix's sandbox brings it up,
@@ -22,8 +22,8 @@ import pytest
 MARK_EXPRESSION = "not network and not nix"
 # The same directories as checks/offline/run.sh.
 PATHS = ("checks/offline", "checks/bitexact/tests", "checks/gpu")
-# Set while the selection runs: the test that runs it skips itself inside (no recursion).
-SANDBOXED_VAR = "BITEXACT_SANDBOXED"
+# The repository's own Python packages, imported from this tree (no install step in a sandbox).
+SOURCES = ("pkgs/server/src", "pkgs/lock/src", "checks/bitexact/src", "images/entrypoint/src")
 
 
 def pytest_args(extra: list[str]) -> list[str]:
@@ -50,7 +50,10 @@ def main(argv: list[str]) -> int:
         where = "checks/conftest.py not found"
         print(f"sandbox_selection: run it from the repository root ({where})", file=sys.stderr)
         return 2
-    os.environ[SANDBOXED_VAR] = "1"
+    sources = [os.path.abspath(s) for s in SOURCES]
+    sys.path[:0] = sources
+    # Subprocesses (`python -m pinlock.cli`, the image entrypoint) import them too.
+    os.environ["PYTHONPATH"] = os.pathsep.join([*sources, *filter(None, [os.environ.get("PYTHONPATH")])])
     return int(pytest.main(pytest_args(argv)))
 
 

@@ -105,7 +105,7 @@ def test_elf_reader_agrees_with_readelf() -> None:
     mod = tool()
     candidates = [
         Path(sys.executable).resolve(),
-        Path(shutil.which("nix-instantiate") or "/bin/ls").resolve(),
+        Path(shutil.which("nix-instantiate") or shutil.which("ls") or "/bin/ls").resolve(),
     ]
     checked = 0
     for path in candidates:

@@ -1,22 +1,34 @@
-"""The sandbox selection (sandbox_selection.py: the tests marked neither `network` nor `nix`) passes
-where the `python-offline-tests` flake check runs it: in a fresh network namespace (`unshare --net`,
-loopback only), with every `nix*` executable hidden from PATH, an empty wheel cache and an empty HOME.
-A test that downloads or runs Nix without its marker fails here rather than in the flake check."""
+"""The `python-offline-tests` flake check (nix/python-offline-tests.nix) as far as it runs here.
+
+Its source (nix/lib/source-subset.nix) is built with the real Nix, and the sandbox selection
+(sandbox_selection.py: the tests marked neither `network` nor `nix`) runs over exactly that source in a
+fresh network namespace (`unshare --net`, loopback only), with every `nix*` executable hidden from PATH,
+an empty wheel cache and an empty HOME. A test that downloads or runs Nix without its marker, or reads a
+file the source leaves out, fails here rather than in the flake check. What cannot run here is nixpkgs'
+Python environment: the check's derivation is evaluated against recording doubles, and its package list
+is checked against what the source imports.
+"""
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sandbox_selection import SANDBOXED_VAR
+from hfcache_support import NIX_CONFIG, NIXPKGS_DOUBLES, nix_error, nix_eval, nix_str
+
+pytestmark = pytest.mark.nix  # the source is built with nix-instantiate
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "checks" / "offline" / "sandbox_selection.py"
+CHECK = "(import ./nix/python-offline-tests.nix)"
+SUBSET = "(import ./nix/lib/source-subset.nix)"
 # Areas whose Nix-free, network-free tests must run (not merely be collected) in the selection.
 MUST_RUN = {
     "bitexact (tiny transformers models and fake servers)": "checks.bitexact.tests.",
@@ -24,6 +36,138 @@ MUST_RUN = {
     "image entrypoint": "checks.offline.test_entrypoint",
     "lock tool": "checks.offline.test_lock_",
 }
+# Imported only where present, never by the selected tests (bitexact's in-process sglang engine).
+OPTIONAL_IMPORTS = {"sglang"}
+# Module name -> python3Packages attribute, where they differ.
+NIXPKGS_NAMES = {"huggingface_hub": "huggingface-hub"}
+
+
+def build(expr: str) -> Path:
+    """The store path of a builtins.path expression, copied into the store (read-write evaluation)."""
+    cmd = ["nix-instantiate", "--eval", "--read-write-mode", "--json", "--expr", expr]
+    env = {**os.environ, "NIX_CONFIG": NIX_CONFIG}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return Path(json.loads(done.stdout))
+
+
+@pytest.fixture(scope="module")
+def source() -> Path:
+    return build(f"{CHECK}.source")
+
+
+def files_under(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if not p.is_dir())
+
+
+def test_source_subset_keeps_the_included_paths_only(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    for rel in (
+        "a/keep.py",
+        "a/deep/keep.txt",
+        "a/__pycache__/keep.cpython-312.pyc",
+        "a/stray.pyc",
+        "a/pkg.egg-info/PKG-INFO",
+        "b/one.json",
+        "b/other.json",
+        "c/drop.py",
+        "top.py",
+    ):
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(rel)
+    root = f"/. + {nix_str(str(tree))}"
+    got = build(f'{SUBSET} {{ root = {root}; include = [ "a" "b/one.json" ]; name = "t"; }}')
+    assert files_under(got) == ["a/deep/keep.txt", "a/keep.py", "b/one.json"]
+    assert (got / "a" / "keep.py").read_text() == "a/keep.py"
+
+
+def test_source_subset_refuses_a_missing_or_empty_include(tmp_path: Path) -> None:
+    root = f"/. + {nix_str(str(tmp_path))}"
+    error = nix_error(f'{SUBSET} {{ root = {root}; include = [ "nope/x.py" ]; }}')
+    assert "nope/x.py not found under" in error and "fix the include list" in error
+    assert "`include` is empty" in nix_error(f"{SUBSET} {{ root = {root}; include = [ ]; }}")
+
+
+def test_the_check_is_a_sandboxed_build_of_the_selection() -> None:
+    """The derivation as nixpkgs would get it, from recording doubles of runCommand, python3 and git:
+    no fixed output (which would let the build reach the network), HOME in the build directory, the
+    selection script run from the filtered source, git on PATH, the listed python3Packages."""
+    got = nix_eval(
+        "let check = " + CHECK + "; "
+        'ps = builtins.listToAttrs (map (n: { name = n; value = "py-" + n; }) check.pythonPackages); '
+        "doubles = { "
+        "runCommand = name: env: script: env // { inherit name script; }; "
+        "python3.withPackages = f: { env = f ps; }; "
+        'git = "/fake-store/git"; }; '
+        "drv = check.check doubles; "
+        "in { inherit (drv) name script; attrs = builtins.attrNames drv; "
+        "tools = builtins.elemAt drv.nativeBuildInputs 1; "
+        "python = (builtins.head drv.nativeBuildInputs).env; "
+        "src = toString check.source; }"
+    )
+    assert got["name"] == "python-offline-tests"
+    assert not {"outputHash", "outputHashMode", "__impure"} & set(got["attrs"])
+    script = got["script"]
+    assert "export HOME=$TMPDIR" in script
+    assert f"cd {got['src']}\n" in script
+    assert "python checks/offline/sandbox_selection.py" in script and "set -o pipefail" in script
+    assert got["tools"] == "/fake-store/git"
+    assert sorted(got["python"]) == sorted(f"py-{n}" for n in nix_eval(f"{CHECK}.pythonPackages"))
+
+
+def test_cpu_checks_holds_the_check() -> None:
+    """nix/cpu-checks.nix as nix/outputs.nix calls it (recording doubles for nixpkgs, the real nix/lib
+    and recipe) gives `python-offline-tests`, the derivation above."""
+    got = nix_eval(
+        f"let d = {NIXPKGS_DOUBLES}; "
+        'pkgs = d // { python3 = d.python3 // { withPackages = f: "/fake-store/python-env"; }; '
+        'git = "/fake-store/git"; }; '
+        "blib = import ./nix/lib; recipePath = ./nix/recipes/qwen3.8-27b-exact.json; "
+        "checks = import ./nix/cpu-checks.nix { inherit pkgs blib recipePath; inherit (d) lib; "
+        "recipe = blib.recipe.load recipePath; deep-gemm = null; sglangSrc = null; sglangPatches = [ ]; }; "
+        "c = checks.python-offline-tests; "
+        f"in {{ names = builtins.attrNames checks; inherit (c) name script nativeBuildInputs; "
+        f"src = toString {CHECK}.source; }}"
+    )
+    assert "python-offline-tests" in got["names"] and "nix-lib" in got["names"]
+    assert got["name"] == "python-offline-tests"
+    assert got["nativeBuildInputs"] == ["/fake-store/python-env", "/fake-store/git"]
+    assert f"cd {got['src']}\n" in got["script"]
+
+
+def imported_modules(source: Path) -> dict[str, set[str]]:
+    """Top-level third-party modules each file of the source imports (anywhere in the file), GPU
+    checks aside (they skip without CUDA): not the standard library, not the source's own modules."""
+    own = {p.stem for p in source.rglob("*.py")} | {p.name for p in source.rglob("*") if p.is_dir()}
+    found: dict[str, set[str]] = {}
+    for path in source.rglob("*.py"):
+        rel = str(path.relative_to(source))
+        if rel.startswith("checks/gpu/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in own:
+                    found.setdefault(top, set()).add(rel)
+    return found
+
+
+def test_the_python_environment_covers_the_imports(source: Path) -> None:
+    listed = set(nix_eval(f"{CHECK}.pythonPackages"))
+    imports = imported_modules(source)
+    assert {"pytest", "torch", "transformers"} <= set(imports)  # the scan sees the tests
+    missing = {
+        module: sorted(files)
+        for module, files in imports.items()
+        if module not in OPTIONAL_IMPORTS and NIXPKGS_NAMES.get(module, module) not in listed
+    }
+    assert not missing, f"add to pythonPackages in nix/python-offline-tests.nix: {missing}"
 
 
 def path_without_nix(bin_dir: Path) -> str:
@@ -53,12 +197,7 @@ def network_namespace() -> list[str] | None:
     return None
 
 
-def test_the_selection_passes_without_network_or_nix(tmp_path: Path) -> None:
-    if os.environ.get(SANDBOXED_VAR):
-        pytest.skip("this run is the sandbox selection itself")
-    unshare = network_namespace()
-    if unshare is None:
-        pytest.skip("cannot make a network namespace here (unshare --net needs root or user namespaces)")
+def run_selection(source: Path, tmp_path: Path, unshare: list[str]) -> list[Any]:
     env = {
         **os.environ,
         "PATH": path_without_nix(tmp_path / "bin"),
@@ -66,13 +205,22 @@ def test_the_selection_passes_without_network_or_nix(tmp_path: Path) -> None:
         "BITEXACT_ARTIFACTS": str(tmp_path / "artifacts"),  # no wheels downloaded earlier
         "HF_HOME": str(tmp_path / "hf"),
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "PYTHONDONTWRITEBYTECODE": "1",
     }
+    env.pop("PYTHONPATH", None)
     junit = tmp_path / "junit.xml"
-    command = [*unshare, sys.executable, str(SCRIPT), "--loopback-up", "-q", f"--junitxml={junit}"]
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    script = source / "checks" / "offline" / "sandbox_selection.py"
+    command = [*unshare, sys.executable, str(script), "--loopback-up", "-q", f"--junitxml={junit}"]
+    done = subprocess.run(command, cwd=source, env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-4000:]
+    return list(ET.parse(junit).getroot().iter("testcase"))
 
-    cases = list(ET.parse(junit).getroot().iter("testcase"))
+
+def test_the_selection_passes_over_the_source_without_network_or_nix(source: Path, tmp_path: Path) -> None:
+    unshare = network_namespace()
+    if unshare is None:
+        pytest.skip("cannot make a network namespace here (unshare --net needs root or user namespaces)")
+    cases = run_selection(source, tmp_path, unshare)
     skipped = [(c.get("classname", ""), s.get("message", "")) for c in cases for s in c.iter("skipped")]
     passed = [c.get("classname", "") for c in cases if not any(c.iter("skipped"))]
     # A test that needs Nix but skips when it is missing would pass silently without its marker.

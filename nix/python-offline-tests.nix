@@ -1,0 +1,60 @@
+# The offline suite's tests that need neither network nor Nix (checks/offline/sandbox_selection.py,
+# markers in checks/conftest.py), run with nixpkgs' Python as a CPU flake check. The source and the
+# package list are builtins-only, so checks/offline/test_sandbox_selection.py evaluates them with the
+# real Nix and runs the selection over exactly this source, without network and without Nix.
+let
+  source = import ./lib/source-subset.nix {
+    root = ../.;
+    name = "python-offline-tests-source";
+    include = [
+      "checks/conftest.py"
+      "checks/offline"
+      "checks/bitexact/src"
+      "checks/bitexact/tests"
+      "checks/gpu"
+      "images/entrypoint/src"
+      "images/layer_sizes.py"
+      "nix/recipes"
+      "nix/tools"
+      "patches"
+      "pkgs/lock/src"
+      "pkgs/server/src"
+      "pkgs/server-env"
+    ];
+  };
+  # python3Packages attributes: every third-party module the source imports (the offline test checks
+  # this list against the imports), torch as nixpkgs builds it without cudaSupport (CPU).
+  pythonPackages = [
+    "httpx"
+    "huggingface-hub"
+    "packaging"
+    "pytest"
+    "torch"
+    "transformers"
+  ];
+in
+{
+  inherit source pythonPackages;
+
+  check =
+    {
+      runCommand,
+      python3,
+      git,
+    }:
+    runCommand "python-offline-tests"
+      {
+        # git: the lock tool's tests build throwaway repositories; patch and tar come with stdenv.
+        nativeBuildInputs = [
+          (python3.withPackages (ps: map (name: ps.${name}) pythonPackages))
+          git
+        ];
+      }
+      ''
+        set -o pipefail
+        export HOME=$TMPDIR PYTHONDONTWRITEBYTECODE=1
+        cd ${source}
+        python checks/offline/sandbox_selection.py -q 2>&1 | tee $TMPDIR/log
+        tail -n 1 $TMPDIR/log > $out
+      '';
+}
