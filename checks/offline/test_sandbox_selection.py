@@ -197,7 +197,12 @@ def network_namespace() -> list[str] | None:
     return None
 
 
-def run_selection(source: Path, tmp_path: Path, unshare: list[str]) -> list[Any]:
+NO_NETWORK = REPO / "checks" / "offline" / "no_network"
+
+
+def run_selection(source: Path, tmp_path: Path, unshare: list[str] | None) -> list[Any]:
+    """The selection over `source` with nix hidden, empty caches, and no network: a network namespace
+    where one can be made, else Python's connections blocked (checks/offline/no_network)."""
     env = {
         **os.environ,
         "PATH": path_without_nix(tmp_path / "bin"),
@@ -210,17 +215,34 @@ def run_selection(source: Path, tmp_path: Path, unshare: list[str]) -> list[Any]
     env.pop("PYTHONPATH", None)
     junit = tmp_path / "junit.xml"
     script = source / "checks" / "offline" / "sandbox_selection.py"
-    command = [*unshare, sys.executable, str(script), "--loopback-up", "-q", f"--junitxml={junit}"]
+    command = [sys.executable, str(script), "-q", f"--junitxml={junit}"]
+    if unshare is None:
+        env["PYTHONPATH"] = str(NO_NETWORK)
+    else:
+        command = [*unshare, *command[:2], "--loopback-up", *command[2:]]
     done = subprocess.run(command, cwd=source, env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-4000:]
     return list(ET.parse(junit).getroot().iter("testcase"))
 
 
+def test_the_fallback_blocks_python_connections_that_leave_the_machine(tmp_path: Path) -> None:
+    probe = (
+        "import socket\n"
+        "server = socket.create_server(('127.0.0.1', 0))\n"
+        "socket.create_connection(server.getsockname()).close()  # loopback stays open\n"
+        "try:  # TEST-NET-1: never routed, so only the block can answer at once\n"
+        "    socket.create_connection(('192.0.2.1', 443), timeout=10)\n"
+        "except OSError as e:\n"
+        "    print('refused:', e)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(NO_NETWORK)}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "refused:" in done.stdout and "blocked by checks/offline/no_network" in done.stdout
+
+
 def test_the_selection_passes_over_the_source_without_network_or_nix(source: Path, tmp_path: Path) -> None:
-    unshare = network_namespace()
-    if unshare is None:
-        pytest.skip("cannot make a network namespace here (unshare --net needs root or user namespaces)")
-    cases = run_selection(source, tmp_path, unshare)
+    cases = run_selection(source, tmp_path, network_namespace())
     skipped = [(c.get("classname", ""), s.get("message", "")) for c in cases for s in c.iter("skipped")]
     passed = [c.get("classname", "") for c in cases if not any(c.iter("skipped"))]
     # A test that needs Nix but skips when it is missing would pass silently without its marker.
