@@ -125,6 +125,41 @@ def test_verify_cuda_graph_replay_equals_decode(harness, prefixes: list[int]) ->
         )
 
 
+def test_exact_refill_is_device_only(harness) -> None:
+    """The per-step row refill does no host copy and no sync: it captures into a CUDA graph (either
+    would fail the capture), and a replay with the real lengths fills what the eager build fills."""
+    import torch
+    from sglang.srt.layers.attention.exact_verify_attention import (
+        exact_verify_fill_graph,
+        exact_verify_state,
+    )
+
+    case = harness.make_case([255, 257, 2200, 1], WIDTH, seed=5, max_bs=4)
+    backend = case.backend
+    backend.init_cuda_graph_state(4, 4 * WIDTH)
+    batch = case.verify_batch()
+    seq_lens = torch.ones_like(batch.seq_lens)  # the graph's input buffer, at the runner's fill value
+    exact_verify_fill_graph(backend, case.bs, seq_lens, batch.spec_info, case.req_pool_indices)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        exact_verify_fill_graph(backend, case.bs, seq_lens, batch.spec_info, case.req_pool_indices)
+    torch.cuda.current_stream().wait_stream(stream)
+    filled = exact_verify_state(backend).current
+    seq_lens.copy_(batch.seq_lens)
+    graph.replay()
+    torch.cuda.synchronize()
+    backend.init_forward_metadata(batch)  # eager build of the same rows
+    eager = exact_verify_state(backend).current
+    assert filled.rows == eager.rows == case.bs * WIDTH
+    assert torch.equal(filled.kv_indptr, eager.kv_indptr)
+    assert torch.equal(filled.num_kv_splits, eager.num_kv_splits)
+    total = int(eager.kv_indptr[-1])
+    assert torch.equal(filled.kv_indices[:total], eager.kv_indices[:total])
+
+
 def test_exact_path_only_in_deterministic_mode(harness) -> None:
     """The patch's state is created only under deterministic inference."""
     from sglang.srt.layers.attention.exact_verify_attention import exact_verify_state
