@@ -33,6 +33,11 @@ def test_engine_strings():
         ("hf:/m?device=tpu", "device must be"),
         ("hf:/m?colour=red", "unknown option"),
         ("grpc://h:1", "unknown form"),
+        ("sglang+http://127.0.0.1:x", "port must be a number"),
+        ("sglang+http://127.0.0.1:70000", "port must be a number"),
+        ("sglang+http://h:1?timeout=abc", "timeout='abc' is not a number"),
+        ("openai+http://h:1/v1?model=m&timeout=0", "timeout must be > 0"),
+        ("sglang+http://h:1?retries=two", "retries='two' is not an integer"),
     ]:
         with pytest.raises(UsageError, match=message):
             parse_engine(bad)

@@ -115,7 +115,7 @@ class OpenAIHttpEngine:
         self.group_size = inflight
         self.model = spec.params["model"]
         self.client = HttpClient(
-            spec.target, timeout=float(spec.params.get("timeout", 3600)), retries=spec.int_param("retries", 3)
+            spec.target, timeout=spec.float_param("timeout", 3600), retries=spec.int_param("retries", 3)
         )
 
     def identity(self) -> dict[str, Any]:

@@ -45,7 +45,7 @@ class SGLangHttpEngine:
         self.group_size = inflight
         self.client = HttpClient(
             spec.target,
-            timeout=float(spec.params.get("timeout", 3600)),
+            timeout=spec.float_param("timeout", 3600),
             retries=spec.int_param("retries", 3),
         )
 

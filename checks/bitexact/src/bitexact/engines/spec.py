@@ -35,6 +35,18 @@ class EngineSpec:
             raise UsageError(f"engine {self.raw!r}: {key} must be >= 1")
         return number
 
+    def float_param(self, key: str, default: float) -> float:
+        value = self.params.get(key)
+        if value is None:
+            return default
+        try:
+            number = float(value)
+        except ValueError:
+            raise UsageError(f"engine {self.raw!r}: {key}={value!r} is not a number") from None
+        if not number > 0:
+            raise UsageError(f"engine {self.raw!r}: {key} must be > 0")
+        return number
+
 
 def _query(raw: str, query: str) -> dict[str, str]:
     pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=False)
@@ -52,6 +64,12 @@ def parse_engine(raw: str) -> EngineSpec:
         parts = urlsplit(url)
         if not parts.hostname:
             raise UsageError(f"engine {raw!r}: no host; e.g. {EXAMPLES}")
+        try:
+            port = parts.port  # urllib checks the port only when asked
+        except ValueError:
+            port = 0
+        if port == 0:
+            raise UsageError(f"engine {raw!r}: the port must be a number from 1 to 65535")
         params = _query(raw, parts.query)
         allowed = HTTP_KEYS | ({"model"} if kind == "openai" else set())
         unknown = sorted(set(params) - allowed)
@@ -60,7 +78,10 @@ def parse_engine(raw: str) -> EngineSpec:
         if kind == "openai" and not params.get("model"):
             raise UsageError(f"engine {raw!r}: OpenAI-compatible engines need ?model=NAME (the served name)")
         base = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
-        return EngineSpec(kind=kind, target=base, params=params, raw=raw)
+        spec = EngineSpec(kind=kind, target=base, params=params, raw=raw)
+        spec.float_param("timeout", 1.0)  # bad values are usage errors now, not at the first request
+        spec.int_param("retries", 1)
+        return spec
     if raw.startswith(("hf:", "sglang-engine:")):
         kind, rest = raw.split(":", 1)
         path, _, query = rest.partition("?")
