@@ -92,6 +92,11 @@ def test_weights_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "ORG/NAME@REV" in capsys.readouterr().err
     assert main(["--root", str(root), "weights", "--snapshot", str(tmp_path)]) == 2
     assert "needs the repo" in capsys.readouterr().err
+    # A malformed revision is refused before any step runs (2, not a failed step's 1).
+    assert main(["--root", str(root), "weights", "Org/Name@main"]) == 2
+    assert "40 hex digits" in capsys.readouterr().err
+    assert main(["--root", str(root), "--recipe", str(tmp_path / "nope.json"), "status"]) == 2
+    assert "nope.json is missing" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--root", str(root), "cargo", "--set", "no-hash"])
 

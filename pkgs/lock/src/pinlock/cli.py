@@ -26,6 +26,8 @@ def _default_cache() -> Path:
 
 def _repo_at_rev(text: str) -> tuple[str, str | None]:
     repo, _, rev = text.partition("@")
+    if rev and not hf.is_revision(rev):
+        raise PinError(f"{text}: give the commit as ORG/NAME@REV (40 hex digits), not a branch or tag")
     return hf.check_repo(repo), (rev or None)
 
 
@@ -146,7 +148,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     command = options.command or "all"
     if command == "status":
-        rows = commands.status(ctx)
+        try:
+            rows = commands.status(ctx)
+        except FAILURES as error:
+            print(f"pinlock: error: {error}", file=sys.stderr)
+            return 2
         for what, pinned in rows:
             print(f"{'pinned' if pinned else 'ABSENT'}  {what}")
         return 0 if all(pinned for _, pinned in rows) else 1

@@ -44,8 +44,12 @@ def check_repo(repo: str) -> str:
     return repo
 
 
+def is_revision(text: str) -> bool:
+    return _HEX40.fullmatch(text) is not None
+
+
 def check_revision(revision: str) -> str:
-    if not _HEX40.fullmatch(revision):
+    if not is_revision(revision):
         raise ManifestError(f"a manifest pins a commit (40 hex digits), not {revision!r}")
     return revision
 
