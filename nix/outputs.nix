@@ -84,25 +84,21 @@ let
     cpu-checks = pkgs.linkFarm "bitexact-cpu-checks" (
       lib.mapAttrsToList (name: path: { inherit name path; }) cpuChecks
     );
-  }
-  # D: the bitexact tool (checks/bitexact/package.nix, a python3Packages-style package).
-  // optionalAttrs (builtins.pathExists ../checks/bitexact/package.nix) {
+    # The bitexact tool (a python3Packages-style package).
     bitexact = pkgs.python3Packages.callPackage ../checks/bitexact/package.nix { };
   }
-  # E: OCI images (images/default.nix returns { image, image-dev }).
-  // optionalAttrs (builtins.pathExists ../images/default.nix) (
-    # image-dev bakes no weights, so only the server's pins gate it.
-    builtins.mapAttrs (n: guard (if n == "image-dev" then missingForServer else missingForImage) n) (
-      import ../images {
-        inherit
-          pkgs
-          blib
-          recipe
-          mkServer
-          ;
-        nix2container = nix2container.packages.${system}.nix2container;
-      }
-    )
+  # The OCI images, the weights they bake, seed-weights and image-layer-sizes (images/default.nix).
+  # image-dev bakes no weights, so only the server's pins gate it.
+  // builtins.mapAttrs (n: guard (if n == "image-dev" then missingForServer else missingForImage) n) (
+    import ../images {
+      inherit
+        pkgs
+        blib
+        recipe
+        mkServer
+        ;
+      nix2container = nix2container.packages.${system}.nix2container;
+    }
   );
 
   cpuChecks = import ./cpu-checks.nix {
@@ -131,10 +127,10 @@ let
       ''
   );
 
-  # E: GPU checks (nix/gpu-checks.nix returns an attrset of derivations with
+  # GPU checks (nix/gpu-checks.nix returns an attrset of derivations with
   # requiredSystemFeatures = [ "cuda" ]). They need the server and the weights, so they join the
   # flake checks once every pin is filled.
-  gpuChecks = optionalAttrs (builtins.pathExists ./gpu-checks.nix && missingForImage == [ ]) (
+  gpuChecks = optionalAttrs (missingForImage == [ ]) (
     import ./gpu-checks.nix {
       inherit
         pkgs
@@ -164,7 +160,7 @@ in
       program = lib.getExe packages.lock;
       meta.description = "Fill the pins that need a network (nix/pins, weights manifests, uv.lock)";
     };
-    # Records this card's golden file (E: gpu-golden's passthru); needs every pin, like the check.
+    # Records this card's golden file (gpu-golden's passthru); needs every pin, like the check.
     record-golden = {
       type = "app";
       meta.description = "Record this card's golden file for the GPU checks";

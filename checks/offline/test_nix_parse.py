@@ -137,9 +137,11 @@ def test_output_shape_evaluates_offline_and_pins_check_is_present() -> None:
     assert ("sglang-patches-apply" in names) == ("narHash" in pins)
     packages = flake_eval(f"packages.{SYSTEM}")
     assert packages.returncode == 0, packages.stderr
-    assert {"server", "deep-gemm", "sglang", "server-env", "cpu-checks", "lock"} <= set(
-        json.loads(packages.stdout)
-    )
+    # README's outputs, those of its weights/images and bitexact sections included.
+    assert {
+        "server", "deep-gemm", "sglang", "server-env", "cpu-checks", "lock", "bitexact",
+        "image", "image-dev", "image-layer-sizes", "weights", "seed-weights",
+    } <= set(json.loads(packages.stdout))  # fmt: skip
     apps = flake_eval(f"apps.{SYSTEM}")
     assert apps.returncode == 0, apps.stderr
     assert set(json.loads(apps.stdout)) == {"server", "lock", "record-golden"}
