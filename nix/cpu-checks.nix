@@ -11,7 +11,22 @@
   sglangPatches,
 }:
 let
-  libTests = import ./lib/tests;
+  # A check over a builtins-only test set ({ failures, count }): the tests run while the derivation
+  # is instantiated, its build fails when any failed.
+  libTestsCheck =
+    drvName: what: tests:
+    pkgs.runCommand drvName
+      {
+        failures = builtins.toJSON tests.failures;
+        count = toString tests.count;
+      }
+      ''
+        if [ "$failures" != "[]" ]; then
+          echo "${what} tests failed: $failures" >&2
+          exit 1
+        fi
+        echo "$count ${what} tests passed" | tee $out
+      '';
 
   serving = {
     "--host" = "0.0.0.0";
@@ -25,37 +40,12 @@ let
 in
 {
   # nix/lib's unit tests, evaluated while this derivation is instantiated.
-  nix-lib =
-    pkgs.runCommand "nix-lib-tests"
-      {
-        failures = builtins.toJSON libTests.failures;
-        count = toString libTests.count;
-      }
-      ''
-        if [ "$failures" != "[]" ]; then
-          echo "nix/lib tests failed: $failures" >&2
-          exit 1
-        fi
-        echo "$count nix/lib tests passed" | tee $out
-      '';
+  nix-lib = libTestsCheck "nix-lib-tests" "nix/lib" (import ./lib/tests);
 
-  # E: the builtins-only tests of nix/lib/{hf-cache,image-plan,gpu-batteries}.nix, the same way.
-  nix-lib-weights-images =
-    let
-      t = import ./lib/tests/weights-images.nix;
-    in
-    pkgs.runCommand "nix-lib-weights-images-tests"
-      {
-        failures = builtins.toJSON t.failures;
-        count = toString t.count;
-      }
-      ''
-        if [ "$failures" != "[]" ]; then
-          echo "weights/images nix/lib tests failed: $failures" >&2
-          exit 1
-        fi
-        echo "$count weights/images nix/lib tests passed" | tee $out
-      '';
+  # The builtins-only tests of nix/lib/{hf-cache,image-plan,gpu-batteries}.nix, the same way.
+  nix-lib-weights-images = libTestsCheck "nix-lib-weights-images-tests" "weights/images nix/lib" (
+    import ./lib/tests/weights-images.nix
+  );
 
   # The Python launcher computes the argv and env that nix/lib computes, for every variant.
   launcher-agrees-with-nix-lib =
