@@ -71,6 +71,17 @@ def write_repo(root: Path, repo: str, revision: str, files: dict[str, bytes]) ->
     return {"repo": repo, "revision": revision, "files": entries}
 
 
+def write_locked(root: Path, repos: list[tuple[dict[str, Any], dict[str, bytes]]]) -> dict[str, Path]:
+    """Each (recipe entry with repo and revision, its files) written with write_repo under root/files,
+    its manifest under root/manifests/<org>--<name>.json as the lock tool names it."""
+    files, manifests = root / "files", root / "manifests"
+    manifests.mkdir()
+    for entry, content in repos:
+        m = write_repo(files, entry["repo"], entry["revision"], content)
+        (manifests / (entry["repo"].replace("/", "--") + ".json")).write_text(json.dumps(m))
+    return {"files": files, "manifests": manifests}
+
+
 def materialize(layout: dict[str, Any], files: dict[str, Path], cache: Path) -> None:
     """Build the hub cache the plan describes: links to the fetched files (here: the written files,
     keyed by the spec's store name) and the text files (refs), written byte for byte."""

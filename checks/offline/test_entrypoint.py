@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hfcache_support import RECIPE_PATH, REPO, materialize, nix_eval, nix_str, write_repo
+from hfcache_support import RECIPE_PATH, REPO, materialize, nix_eval, nix_str, write_locked
 from released_wheels import unpacked_wheel
 
 sys.path.insert(0, str(REPO / "images" / "entrypoint" / "src"))
@@ -122,19 +122,9 @@ def engines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def image(tmp_path: Path, engines: dict[str, Path]) -> dict[str, Any]:
     """The image's environment for the preflight: recipe, hub cache and spec from the Nix plan, JIT
     cache, nvidia-smi on the recipe's card, libcuda stood in by libc (a library that loads)."""
-    files, manifests = tmp_path / "files", tmp_path / "manifests"
-    manifests.mkdir()
-    written = {
-        "model": write_repo(
-            files,
-            MODEL["repo"],
-            MODEL["revision"],
-            {"config.json": b"{}", "model-00001-of-00001.safetensors": b"\0" * 64},
-        ),
-        "drafter": write_repo(files, DRAFTER["repo"], DRAFTER["revision"], {"config.json": b"{}"}),
-    }
-    for m in written.values():
-        (manifests / (m["repo"].replace("/", "--") + ".json")).write_text(json.dumps(m))
+    model_files = {"config.json": b"{}", "model-00001-of-00001.safetensors": b"\0" * 64}
+    locked = write_locked(tmp_path, [(MODEL, model_files), (DRAFTER, {"config.json": b"{}"})])
+    files, manifests = locked["files"], locked["manifests"]
     reads = " ".join(
         f"(hf.readManifest {{ manifestsDir = /. + {nix_str(str(manifests))}; repo = {nix_str(e['repo'])}; "
         f"revision = {nix_str(e['revision'])}; }})"

@@ -24,7 +24,7 @@ from hfcache_support import (
     nix_str,
     nix_value,
     shellcheck_as_nixpkgs,
-    write_repo,
+    write_locked,
 )
 from test_hfcache import DRAFTER_FILES, MODEL_FILES
 
@@ -97,12 +97,7 @@ def test_fill() -> None:
 
 @pytest.fixture()
 def locked(tmp_path: Path) -> dict[str, Path]:
-    files, manifests = tmp_path / "files", tmp_path / "manifests"
-    manifests.mkdir()
-    for entry, content in ((RECIPE["model"], MODEL_FILES), (RECIPE["drafter"], DRAFTER_FILES)):
-        m = write_repo(files, entry["repo"], entry["revision"], content)
-        (manifests / (entry["repo"].replace("/", "--") + ".json")).write_text(json.dumps(m))
-    return {"files": files, "manifests": manifests}
+    return write_locked(tmp_path, [(RECIPE["model"], MODEL_FILES), (RECIPE["drafter"], DRAFTER_FILES)])
 
 
 def gpu_checks(locked: dict[str, Path], port: int, kernels: bool, what: str) -> Any:

@@ -16,7 +16,7 @@ from hfcache_support import (
     nix_error,
     nix_eval,
     nix_str,
-    write_repo,
+    write_locked,
 )
 from test_hfcache import DRAFTER_FILES, MODEL_FILES
 
@@ -28,12 +28,7 @@ MODEL, DRAFTER = RECIPE["model"], RECIPE["drafter"]
 
 @pytest.fixture()
 def locked(tmp_path: Path) -> dict[str, Path]:
-    files, manifests = tmp_path / "files", tmp_path / "manifests"
-    manifests.mkdir()
-    for entry, content in ((MODEL, MODEL_FILES), (DRAFTER, DRAFTER_FILES)):
-        m = write_repo(files, entry["repo"], entry["revision"], content)
-        (manifests / (entry["repo"].replace("/", "--") + ".json")).write_text(json.dumps(m))
-    return {"files": files, "manifests": manifests}
+    return write_locked(tmp_path, [(MODEL, MODEL_FILES), (DRAFTER, DRAFTER_FILES)])
 
 
 def fetched_paths(locked: dict[str, Path]) -> dict[str, dict[str, str]]:

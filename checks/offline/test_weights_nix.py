@@ -23,7 +23,7 @@ from hfcache_support import (
     nix_eval,
     nix_str,
     shellcheck_as_nixpkgs,
-    write_repo,
+    write_locked,
 )
 from test_hfcache import DRAFTER_FILES, MODEL_FILES, resolve_offline
 
@@ -58,12 +58,7 @@ def user_hub_cache(root: Path, entry: dict[str, str], files: dict[str, bytes]) -
 
 @pytest.fixture()
 def locked(tmp_path: Path) -> dict[str, Path]:
-    files, manifests = tmp_path / "files", tmp_path / "manifests"
-    manifests.mkdir()
-    for entry, content in ((MODEL, MODEL_FILES), (DRAFTER, DRAFTER_FILES)):
-        m = write_repo(files, entry["repo"], entry["revision"], content)
-        (manifests / (entry["repo"].replace("/", "--") + ".json")).write_text(json.dumps(m))
-    return {"files": files, "manifests": manifests, "tmp": tmp_path}
+    return {**write_locked(tmp_path, [(MODEL, MODEL_FILES), (DRAFTER, DRAFTER_FILES)]), "tmp": tmp_path}
 
 
 def evaluate(locked: dict[str, Path], expr: str, env: dict[str, str] | None = None) -> Any:
@@ -162,11 +157,7 @@ def test_seed_refuses_a_file_that_differs_from_the_manifest(tmp_path: Path) -> N
     salt = os.urandom(8).hex().encode()
     model_files = {"config.json": b"model " + salt, "model.safetensors": b"weights " + salt}
     drafter_files = {"config.json": b"drafter " + salt}
-    manifests = tmp_path / "manifests"
-    manifests.mkdir()
-    for entry, content in ((MODEL, model_files), (DRAFTER, drafter_files)):
-        m = write_repo(tmp_path / "files", entry["repo"], entry["revision"], content)
-        (manifests / (entry["repo"].replace("/", "--") + ".json")).write_text(json.dumps(m))
+    manifests = write_locked(tmp_path, [(MODEL, model_files), (DRAFTER, drafter_files)])["manifests"]
     seed = nix_eval(f"({weights_expr(manifests)}).seed.text")
     user = tmp_path / "user-hub"
     user_hub_cache(user, MODEL, model_files)
