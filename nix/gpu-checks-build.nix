@@ -34,11 +34,7 @@ let
 
   model = lib.findFirst (m: m.repo == recipe.model.repo) (throw "gpu-checks: no manifest for ${recipe.model.repo}") weights.manifests;
 
-  goldenDir =
-    if builtins.pathExists (checksDir + "/golden") then
-      checksDir + "/golden"
-    else
-      runCommand "no-golden-records" { } "mkdir $out";
+  goldenDir = checksDir + "/golden";
 
   url = "sglang+http://127.0.0.1:${toString port}";
 
