@@ -41,7 +41,9 @@ def add_parser(sub: Any) -> None:
         q.add_argument("--golden-dir", type=Path, default=Path("checks/golden"))
         q.add_argument("--golden", type=Path, help="the golden file itself (overrides --golden-dir)")
         q.add_argument(
-            "--build-id", default=os.environ.get("BITEXACT_BUILD_ID"), help="build identity for metadata"
+            "--build-id",
+            default=os.environ.get("BITEXACT_BUILD_ID"),
+            help="build identity for metadata (default: $BITEXACT_BUILD_ID)",
         )
         add_prompt_options(q)
         q.set_defaults(run=record if name == "record" else check)
