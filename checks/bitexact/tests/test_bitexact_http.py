@@ -208,3 +208,45 @@ def test_bench_streams_from_openai_compatible(backend, capsys):
     assert rc == 0
     assert [(r["prompt_tokens"], r["new_tokens"]) for r in summary["rows"]] == [(20, 4)]
     assert server.requests[0]["body"]["stream_options"] == {"include_usage": True}
+
+
+def test_sglang_identity_falls_back_only_on_an_http_status(tmp_path):
+    """/server_info answering 404 (older SGLang) falls back to /get_server_info; a server that does not
+    answer at all fails naming /server_info, without a second round of retries on the old name."""
+    import http.server
+    import socket
+    import threading
+
+    from bitexact.engines.sglang_http import SGLangHttpEngine
+    from bitexact.engines.spec import parse_engine
+    from bitexact.errors import EngineError
+
+    seen: list[str] = []
+
+    class OldServer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            body = json.dumps({"version": "0.4.0"}).encode()
+            self.send_response(200 if self.path == "/get_server_info" else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), OldServer) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        engine = SGLangHttpEngine(parse_engine(f"sglang+http://127.0.0.1:{server.server_address[1]}"))
+        assert engine.identity()["version"] == "0.4.0"
+        server.shutdown()
+    assert seen == ["/server_info", "/get_server_info"]
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dead = SGLangHttpEngine(parse_engine(f"sglang+http://127.0.0.1:{port}?retries=1"))
+    dead.client.backoff = 0.0
+    with pytest.raises(EngineError, match=r"/server_info did not answer after 2 attempts") as err:
+        dead.identity()
+    assert "get_server_info" not in str(err.value)

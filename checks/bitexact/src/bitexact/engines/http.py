@@ -15,6 +15,10 @@ from bitexact.errors import EngineError
 RETRY_STATUS = {502, 503, 504}
 
 
+class HttpStatusError(EngineError):
+    """The server answered with an HTTP error status that is not retried (it is up, the request failed)."""
+
+
 class HttpClient:
     def __init__(self, base: str, *, timeout: float = 600.0, retries: int = 3, backoff: float = 1.0) -> None:
         self.base = base
@@ -36,7 +40,7 @@ class HttpClient:
             except urllib.error.HTTPError as exc:
                 body = exc.read().decode(errors="replace")[:800]
                 if exc.code not in RETRY_STATUS:
-                    raise EngineError(f"{self.base}{path} answered HTTP {exc.code}: {body}") from None
+                    raise HttpStatusError(f"{self.base}{path} answered HTTP {exc.code}: {body}") from None
                 last = EngineError(f"HTTP {exc.code}: {body}")
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
                 last = exc

@@ -13,7 +13,7 @@ from typing import Any
 
 from bitexact.engines.base import Settings, Timing
 from bitexact.engines.concurrent import in_flight
-from bitexact.engines.http import HttpClient
+from bitexact.engines.http import HttpClient, HttpStatusError
 from bitexact.engines.sglang_shapes import parse_generate_output, request_fields
 from bitexact.engines.spec import EngineSpec
 from bitexact.errors import EngineError
@@ -52,7 +52,7 @@ class SGLangHttpEngine:
     def identity(self) -> dict[str, Any]:
         try:
             info = self.client.get_json("/server_info", timeout=30)
-        except EngineError:
+        except HttpStatusError:  # older servers name it /get_server_info; a dead one is not retried twice
             info = self.client.get_json("/get_server_info", timeout=30)
         if not isinstance(info, dict):
             raise EngineError(f"{self.client.base}/server_info: expected a JSON object")
