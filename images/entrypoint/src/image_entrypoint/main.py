@@ -37,7 +37,7 @@ DEFAULT_PORT = "30000"
 
 @dataclass(frozen=True)
 class Settings:
-    """What the image's environment tells the entrypoint (names as set in images/default.nix)."""
+    """What the image's environment tells the entrypoint (names as set in images/image.nix)."""
 
     recipe: Path
     hub_cache: Path | None
