@@ -45,38 +45,23 @@ def assert_bitwise(got, want, what: str) -> None:
 
 @pytest.mark.parametrize("prefix", SHORT_PREFIXES)
 def test_verify_rows_equal_decode(harness, prefix: int) -> None:
-    import torch
-
     case = harness.make_case([prefix], WIDTH, seed=prefix)
     decoded = case.run_decode()
-    verified = case.run_verify(case.backend)
-    assert torch.equal(verified, decoded), (
-        f"rows differing from decode: {_first_difference(verified, decoded)}"
-    )
+    assert_bitwise(case.run_verify(case.backend), decoded, "verify rows vs decode")
 
 
 @pytest.mark.parametrize("prefix", LONG_PREFIXES)
 def test_verify_rows_equal_decode_long(harness, prefix: int) -> None:
-    import torch
-
     case = harness.make_case([prefix], WIDTH, seed=prefix)
     decoded = case.run_decode()
-    verified = case.run_verify(case.backend)
-    assert torch.equal(verified, decoded), (
-        f"rows differing from decode: {_first_difference(verified, decoded)}"
-    )
+    assert_bitwise(case.run_verify(case.backend), decoded, "verify rows vs decode")
 
 
 def test_verify_batch_of_eight_equal_decode(harness) -> None:
     """Eight requests in flight (the recipe's --max-running-requests), mixed lengths."""
-    import torch
-
     case = harness.make_case([3, 255, 256, 640, 1000, 2200, 4097, 9000], WIDTH, seed=8)
     decoded = case.run_decode()
-    verified = case.run_verify(case.backend)
-    assert torch.equal(verified, decoded), (
-        f"rows differing from decode: {_first_difference(verified, decoded)}"
-    )
+    assert_bitwise(case.run_verify(case.backend), decoded, "verify rows vs decode")
 
 
 def test_stock_verify_differs_from_decode(harness) -> None:
@@ -120,9 +105,7 @@ def test_verify_cuda_graph_replay_equals_decode(harness, prefixes: list[int]) ->
         backend.init_forward_metadata_out_graph(case.verify_batch(), in_capture=False)
         graph.replay()
         torch.cuda.synchronize()
-        assert torch.equal(out, decoded), (
-            f"replay rows differing from decode: {_first_difference(out, decoded)}"
-        )
+        assert_bitwise(out, decoded, "replayed rows vs decode")
 
 
 def test_exact_refill_is_device_only(harness) -> None:
