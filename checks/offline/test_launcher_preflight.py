@@ -183,6 +183,8 @@ def test_cli_print_needs_no_preflight(
     ("args", "message"),
     [
         (["--", "--tp-size", "2"], "free arguments are not accepted"),
+        (["--tp-size", "2"], "--tp-size 2: `--` and free arguments are not accepted"),
+        (["extra"], "extra: `--` and free arguments are not accepted"),
         (["--variant", "nope"], "unknown variant `nope`"),
         ([], "no recipe"),
     ],

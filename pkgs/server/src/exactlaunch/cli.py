@@ -97,11 +97,14 @@ def _fail(message: str) -> int:
 
 def main(args: Sequence[str] | None = None) -> int:
     argv_in = list(sys.argv[1:] if args is None else args)
-    if "--" in argv_in:
+    options, extra = _parser().parse_known_args(argv_in)
+    if "--" in argv_in or extra:
+        # SGLang flags (--tp-size ...) land here too: say why instead of argparse's "unrecognized".
+        given = " ".join(extra) if extra else "--"
         return _fail(
-            "`--` and free arguments are not accepted: the argv is the recipe's; add a variant to the recipe"
+            f"{given}: `--` and free arguments are not accepted: the argv is the recipe's (only "
+            "--host/--port are added); add a variant to the recipe"
         )
-    options = _parser().parse_args(argv_in)
     recipe_path = options.recipe or (Path(os.environ[RECIPE_VAR]) if os.environ.get(RECIPE_VAR) else None)
     if recipe_path is None:
         return _fail(f"no recipe: pass --recipe PATH or set {RECIPE_VAR} (the Nix wrapper sets it)")
