@@ -41,6 +41,8 @@ def test_engine_strings():
     ]:
         with pytest.raises(UsageError, match=message):
             parse_engine(bad)
+    with pytest.raises(UsageError, match="batch must be > 0"):
+        parse_engine("hf:/m?batch=0").int_param("batch", 1)
 
 
 def _gen(ids, lps, top=None):

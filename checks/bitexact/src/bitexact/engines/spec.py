@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from bitexact.errors import UsageError
+
+N = TypeVar("N", int, float)
 
 KINDS = ("sglang", "openai", "hf", "sglang-engine")
 HF_KEYS = {"device", "batch", "assistant", "dtype"}
@@ -24,25 +28,19 @@ class EngineSpec:
     raw: str = ""
 
     def int_param(self, key: str, default: int) -> int:
-        value = self.params.get(key)
-        if value is None:
-            return default
-        try:
-            number = int(value)
-        except ValueError:
-            raise UsageError(f"engine {self.raw!r}: {key}={value!r} is not an integer") from None
-        if number < 1:
-            raise UsageError(f"engine {self.raw!r}: {key} must be >= 1")
-        return number
+        return self._positive(key, default, int, "an integer")
 
     def float_param(self, key: str, default: float) -> float:
+        return self._positive(key, default, float, "a number")
+
+    def _positive(self, key: str, default: N, parse: Callable[[str], N], kind: str) -> N:
         value = self.params.get(key)
         if value is None:
             return default
         try:
-            number = float(value)
+            number = parse(value)
         except ValueError:
-            raise UsageError(f"engine {self.raw!r}: {key}={value!r} is not a number") from None
+            raise UsageError(f"engine {self.raw!r}: {key}={value!r} is not {kind}") from None
         if not number > 0:
             raise UsageError(f"engine {self.raw!r}: {key} must be > 0")
         return number
