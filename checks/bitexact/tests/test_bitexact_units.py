@@ -86,7 +86,7 @@ def test_long_prompts_exact_length_deterministic_offline():
     assert a != long_prompt(131072, seed=4, tokenizer=ByteTokenizer())
     r = long_prompt(5000, vocab_size=100)
     assert len(r.input_ids or ()) == 5000 and max(r.input_ids or ()) < 100
-    with pytest.raises(UsageError, match="vocab-size"):
+    with pytest.raises(UsageError, match=r"need --tokenizer MODEL_DIR \(real text\) or --vocab-size N"):
         long_prompt(10)
 
 

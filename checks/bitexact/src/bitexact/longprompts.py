@@ -42,7 +42,10 @@ def long_prompt(
             rounds += 1
         return Prompt(id=pid, input_ids=tuple(ids[:n_tokens]))
     if vocab_size is None or vocab_size <= low_id:
-        raise UsageError("long prompts without a tokenizer need --vocab-size larger than the lowest id")
+        raise UsageError(
+            "long prompts need --tokenizer MODEL_DIR (real text) or --vocab-size N (random ids below N, "
+            f"N > {low_id})"
+        )
     rng = random.Random(seed)
     return Prompt(id=pid, input_ids=tuple(rng.randrange(low_id, vocab_size) for _ in range(n_tokens)))
 
