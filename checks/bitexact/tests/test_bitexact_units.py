@@ -136,4 +136,7 @@ def test_exit_codes_for_usage_errors(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
     assert main(["golden", "check", "hf:/x", "--card", "h200"]) == 2
     assert "keyed by recipe" in capsys.readouterr().err
+    # bench's prompts are made before the engine is opened: no model load, no server contacted.
+    assert main(["bench", "hf:/nonexistent", "--lengths", "16"]) == 2
+    assert "long prompts need --tokenizer" in capsys.readouterr().err
     assert json.loads(RECIPE.read_text())["name"] == "qwen3.8-27b-exact"

@@ -42,13 +42,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--new-tokens must be >= 2 and --runs >= 1")
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
     reference = load_recipe(args.recipe)["reference"] if args.recipe else None
+    # Prompts first: a usage error should not wait for a server or a model to load.
+    prompts = [
+        long_prompt(n, seed=args.seed + i, tokenizer=tokenizer, vocab_size=args.vocab_size)
+        for i, n in enumerate(lengths)
+    ]
     engine = open_engine(args.engine)
     rows = []
     try:
         identity = engine.identity()
         bar = Progress(f"bench {args.engine}", len(lengths) * (args.runs + args.warmup))
-        for i, n in enumerate(lengths):
-            prompt = long_prompt(n, seed=args.seed + i, tokenizer=tokenizer, vocab_size=args.vocab_size)
+        for n, prompt in zip(lengths, prompts, strict=True):
             timings = []
             for run_index in range(args.warmup + args.runs):
                 timing = engine.timed(prompt, args.new_tokens)
