@@ -92,6 +92,8 @@ def test_weights_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "ORG/NAME@REV" in capsys.readouterr().err
     assert main(["--root", str(root), "weights", "--snapshot", str(tmp_path)]) == 2
     assert "needs the repo" in capsys.readouterr().err
+    assert main(["--root", str(root), "weights", "Org/Name", "--snapshot", str(tmp_path)]) == 2
+    assert "is not an HF cache snapshot (.../snapshots/<40 hex digits>)" in capsys.readouterr().err
     # A malformed revision is refused before any step runs (2, not a failed step's 1).
     assert main(["--root", str(root), "weights", "Org/Name@main"]) == 2
     assert "40 hex digits" in capsys.readouterr().err

@@ -102,6 +102,11 @@ def _weights_targets(ctx: commands.Context, repos: list[str], snapshot: Path | N
         repo, rev = _repo_at_rev(text)
         if rev is None and snapshot is not None:
             rev = hf.snapshot_revision(snapshot)
+        if rev is None and snapshot is not None:
+            raise PinError(
+                f"{text}: {snapshot} is not an HF cache snapshot (.../snapshots/<40 hex digits>), so its "
+                "revision is unknown: point --snapshot at that directory or give ORG/NAME@REV"
+            )
         if rev is None:
             raise PinError(f"{text}: give the commit as ORG/NAME@REV (40 hex digits)")
         targets.append((repo, rev))
