@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from lock_testing import nix
-from pinlock.cli import main
+from pinlock.cli import _parser, main
 from pinlock.pins import PinError, find_root, read_json, write_json
 
 REPO = Path(__file__).resolve().parents[2]
@@ -128,3 +128,19 @@ def test_write_json_is_atomic_and_read_json_names_bad_files(tmp_path: Path) -> N
     target.write_text("{")
     with pytest.raises(PinError, match="not valid JSON"):
         read_json(target)
+
+
+def test_common_options_go_before_or_after_the_command(tmp_path: Path) -> None:
+    before = _parser().parse_args(["--force", "--cache-dir", "c", "--root", "r", "src"])
+    after = _parser().parse_args(["src", "--force", "--cache-dir", "c", "--root", "r"])
+    for options in (before, after):
+        assert (options.force, options.cache_dir, options.root) == (True, Path("c"), Path("r"))
+    plain = _parser().parse_args(["weights"])
+    assert (plain.force, plain.cache_dir, plain.root, plain.recipe) == (False, None, None, None)
+    # As README writes it: `nix run .#lock -- weights ... --cache-dir DIR`.
+    root = _checkout(tmp_path)
+    snapshot = tmp_path / "empty"
+    snapshot.mkdir()
+    args = ["weights", f"Org/Name@{'a' * 40}", "--snapshot", str(snapshot), "--root", str(root)]
+    assert main([*args, "--cache-dir", str(tmp_path / "c")]) == 1  # ran the step (empty snapshot)
+    assert (tmp_path / "c").is_dir()

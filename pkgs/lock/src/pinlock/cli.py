@@ -38,6 +38,33 @@ def _assignment(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _add_common(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=default,
+        help="the flake checkout (default: found from the working directory)",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=default,
+        help="downloads (default: $XDG_CACHE_HOME/bitexact/pinlock)",
+    )
+    parser.add_argument(
+        "--recipe",
+        type=Path,
+        default=default,
+        help="recipe JSON (default: nix/recipes/qwen3.8-27b-exact.json)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        default=False if default is None else default,
+        help="recompute pins that are already present",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pinlock",
@@ -47,20 +74,16 @@ def _parser() -> argparse.ArgumentParser:
         "(pkgs/weights/manifests/) and the uv lock (pkgs/server-env/uv.lock). "
         "Finished pins are skipped; commit nix/pins/ and pkgs/weights/manifests/ afterwards.",
     )
-    parser.add_argument(
-        "--root", type=Path, help="the flake checkout (default: found from the working directory)"
-    )
-    parser.add_argument(
-        "--cache-dir", type=Path, help="downloads (default: $XDG_CACHE_HOME/bitexact/pinlock)"
-    )
-    parser.add_argument(
-        "--recipe", type=Path, help="recipe JSON (default: nix/recipes/qwen3.8-27b-exact.json)"
-    )
-    parser.add_argument("--force", action="store_true", help="recompute pins that are already present")
+    _add_common(parser, default=None)
+    # The same options after the command (`pinlock weights --force`): SUPPRESS keeps the values
+    # given before it unless the command's own are given.
+    common = argparse.ArgumentParser(add_help=False)
+    _add_common(common, default=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("all", help="everything still absent (the default)")
-    sub.add_parser("src", help="narHash of the SGLang source at the pinned rev")
-    cargo = sub.add_parser("cargo", help="outputHashes of the git dependencies in SGLang's Cargo locks")
+    add = functools.partial(sub.add_parser, parents=[common])
+    add("all", help="everything still absent (the default)")
+    add("src", help="narHash of the SGLang source at the pinned rev")
+    cargo = add("cargo", help="outputHashes of the git dependencies in SGLang's Cargo locks")
     cargo.add_argument(
         "--cargo-dir", default="rust", help="directory of the Cargo workspaces (default: rust)"
     )
@@ -68,21 +91,21 @@ def _parser() -> argparse.ArgumentParser:
         "--set", type=_assignment, action="append", default=[], metavar="NAME-VERSION=HASH",
         help="a hash computed elsewhere (e.g. nix-prefetch-git) for a dependency a tarball cannot give",
     )  # fmt: skip
-    weights = sub.add_parser("weights", help="weights manifests (default: the recipe's model and drafter)")
+    weights = add("weights", help="weights manifests (default: the recipe's model and drafter)")
     weights.add_argument(
         "repos", nargs="*", metavar="ORG/NAME@REV", help="repos to pin instead of the recipe's"
     )
     weights.add_argument(
         "--snapshot", type=Path, help="hash the files of a local snapshot directory instead of asking the Hub"
     )
-    wheel_stubs = sub.add_parser(
+    wheel_stubs = add(
         "wheel-stubs", help="real wheels behind sdist-only wheel-stub packages of uv.lock (e.g. cuda-tile)"
     )
     wheel_stubs.add_argument("--python", default="cp312", help="the Nix interpreter's tag (default: cp312)")
-    uv = sub.add_parser("uv", help="refresh pkgs/server-env/uv.lock with uv")
+    uv = add("uv", help="refresh pkgs/server-env/uv.lock with uv")
     uv.add_argument("--upgrade", action="store_true", help="re-resolve every package (within exclude-newer)")
-    sub.add_parser("status", help="list present and absent pins; exit 1 when any is absent")
-    hash_path = sub.add_parser("hash-path", help="NAR hash of a local path, as `nix hash path` prints it")
+    add("status", help="list present and absent pins; exit 1 when any is absent")
+    hash_path = add("hash-path", help="NAR hash of a local path, as `nix hash path` prints it")
     hash_path.add_argument("path", type=Path)
     hash_path.add_argument("--base32", action="store_true", help="Nix base32 instead of SRI")
     return parser
