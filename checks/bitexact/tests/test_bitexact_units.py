@@ -130,6 +130,12 @@ def test_exit_codes_for_usage_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["parity"])
     assert exc.value.code == 2
+    for argv, verbs in (([], "{parity,repeat,golden,bench}"), (["golden"], "{record,check}")):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        assert f"required: {verbs}" in capsys.readouterr().err
     assert (
         main(["parity", "hf:/nonexistent", "hf:/nonexistent", "--prompts", str(tmp_path / "none.jsonl")]) == 2
     )

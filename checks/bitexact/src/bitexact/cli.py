@@ -22,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
         "sglang-engine:PATH?server_arg=value",
     )
     parser.add_argument("--version", action="version", version=f"bitexact {__version__}")
-    sub = parser.add_subparsers(dest="verb", required=True)
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="{parity,repeat,golden,bench}")
     for module in (parity, repeat, golden, bench):
         module.add_parser(sub)
     return parser

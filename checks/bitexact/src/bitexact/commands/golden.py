@@ -22,7 +22,7 @@ from bitexact.summary import comparison_summary
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("golden", help="golden records per card and recipe")
-    verbs = p.add_subparsers(dest="golden_verb", required=True)
+    verbs = p.add_subparsers(dest="golden_verb", required=True, metavar="{record,check}")
     for name, helptext in (
         ("record", "record a golden on this card"),
         ("check", "compare with this card's golden"),
