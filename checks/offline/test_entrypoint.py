@@ -267,7 +267,7 @@ def test_refuses_an_unwritable_jit_cache(image: dict[str, Any]) -> None:
 
 
 def test_the_exec_line_is_accepted_by_the_real_launcher(capsys: pytest.CaptureFixture[str]) -> None:
-    """What the entrypoint execs, given to engineer B's bitexact-server CLI with --print: accepted,
+    """What the entrypoint execs, given to the launcher's bitexact-server CLI with --print: accepted,
     and the argv ends with the serving flags that make the container reachable."""
     from exactlaunch import cli
 

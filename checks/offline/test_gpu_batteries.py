@@ -341,7 +341,7 @@ def test_the_record_golden_app_passes_shellcheck(locked: dict[str, Path], tmp_pa
 
 
 def test_every_battery_command_parses_with_the_real_bitexact_cli() -> None:
-    """The flags the batteries pass exist in engineer D's `bitexact` (its own argparse parser), so a
+    """The flags the batteries pass exist in `bitexact` (its own argparse parser), so a
     drift between the two fails here rather than on a GPU builder."""
     from bitexact.cli import build_parser
 
