@@ -102,6 +102,8 @@ def test_presets_follow_the_recipe_variants():
     assert make_preset(recipe, "long").long_prompts
     with pytest.raises(UsageError, match="unknown preset"):
         make_preset(recipe, "no-such")
+    with pytest.raises(UsageError, match="no-spec is not a preset: it is engine B"):
+        make_preset(recipe, "no-spec")
 
 
 def test_prompt_file_errors(tmp_path):

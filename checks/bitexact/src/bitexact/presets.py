@@ -74,7 +74,9 @@ def make_preset(recipe: dict[str, Any], name: str) -> Preset:
         return Preset(
             name, _side(recipe, "recipe"), _side(recipe, "no-spec"), True, "recipe vs no-spec, long prompts"
         )
-    if name not in recipe["variants"] or name == "no-spec":
+    if name == "no-spec":
+        raise UsageError("no-spec is not a preset: it is engine B, the reference of the recipe's presets")
+    if name not in recipe["variants"]:
         raise UsageError(f"unknown preset {name!r}; presets of {recipe['name']}: {preset_names(recipe)}")
     variant = recipe["variants"][name]
     reference = "recipe" if variant.get("set") else "no-spec"
