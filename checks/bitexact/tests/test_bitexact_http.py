@@ -33,24 +33,17 @@ def _run(capsys, argv: list[str]) -> tuple[int, dict, str]:
     return rc, (json.loads(captured.out) if captured.out.strip() else {}), captured.err
 
 
+def _parity_argv(a: str, b: str, prompt_file: Path, out: Path, *extra: str) -> list[str]:
+    """`bitexact parity A B` over the test prompts, writing to OUT, with the shared settings."""
+    return ["parity", a, b, "--prompts", str(prompt_file), "--out", str(out), *extra, *COMMON]
+
+
 def test_sglang_native_equals_transformers_and_sends_explicit_greedy_params(
     backend, models, prompt_file, tmp_path, capsys
 ):
     with FakeServer(backend) as server:
         a = f"sglang+http://127.0.0.1:{server.port}"
-        rc, summary, _ = _run(
-            capsys,
-            [
-                "parity",
-                a,
-                f"hf:{models['target']}",
-                "--prompts",
-                str(prompt_file),
-                "--out",
-                str(tmp_path / "o"),
-                *COMMON,
-            ],
-        )
+        rc, summary, _ = _run(capsys, _parity_argv(a, f"hf:{models['target']}", prompt_file, tmp_path / "o"))
     assert rc == 0, summary
     assert summary["equal"] == 6
     assert summary["a"]["identity"]["version"] == "0.5.20"
@@ -88,23 +81,10 @@ def test_spec_required_is_proven_from_meta_info(backend, prompt_file, tmp_path, 
 def test_preset_inflight_sends_requests_concurrently(backend, prompt_file, tmp_path, capsys):
     with FakeServer(backend, spec=True) as on, FakeServer(backend) as off:
         a, b = f"sglang+http://127.0.0.1:{on.port}", f"sglang+http://127.0.0.1:{off.port}"
-        rc, summary, _ = _run(
-            capsys,
-            [
-                "parity",
-                a,
-                b,
-                "--preset",
-                "inflight-8",
-                "--recipe",
-                str(RECIPE),
-                "--prompts",
-                str(prompt_file),
-                "--out",
-                str(tmp_path / "o"),
-                *COMMON,
-            ],
+        argv = _parity_argv(
+            a, b, prompt_file, tmp_path / "o", "--preset", "inflight-8", "--recipe", str(RECIPE)
         )
+        rc, summary, _ = _run(capsys, argv)
     assert rc == 0 and summary["equal"] == 6
     assert summary["title"].endswith("inflight-8 vs no-spec")
 
@@ -114,20 +94,8 @@ def test_openai_compatible_equals_transformers(flavor, backend, models, prompt_f
     with FakeServer(backend, flavor=flavor, spec=flavor == "sglang") as server:
         a = f"openai+http://127.0.0.1:{server.port}/v1?model=tiny"
         spec = ["--spec-a", "must"] if flavor == "sglang" else []
-        rc, summary, _ = _run(
-            capsys,
-            [
-                "parity",
-                a,
-                f"hf:{models['target']}",
-                "--prompts",
-                str(prompt_file),
-                "--out",
-                str(tmp_path / "o"),
-                *spec,
-                *COMMON,
-            ],
-        )
+        argv = _parity_argv(a, f"hf:{models['target']}", prompt_file, tmp_path / "o", *spec)
+        rc, summary, _ = _run(capsys, argv)
     assert rc == 0, summary
     assert summary["equal"] == 6
     body = server.requests[0]["body"]
@@ -141,16 +109,7 @@ def test_server_dying_mid_run_keeps_results_and_resume_redoes_nothing(
     with FakeServer(backend, die_after=3) as dying:
         port = dying.port
         a = f"sglang+http://127.0.0.1:{port}?retries=1"
-        argv = [
-            "parity",
-            a,
-            f"hf:{models['target']}",
-            "--prompts",
-            str(prompt_file),
-            "--out",
-            str(out),
-            *COMMON,
-        ]
+        argv = _parity_argv(a, f"hf:{models['target']}", prompt_file, out)
         rc, _, err = _run(capsys, argv)
     assert rc == 2
     assert "3/6 results kept" in err and "rerun the same command to resume" in err
