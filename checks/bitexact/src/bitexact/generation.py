@@ -21,7 +21,8 @@ class SpecStats:
 
     @property
     def ran(self) -> bool:
-        return self.verify_ct > 0
+        # llama.cpp reports drafted tokens but no verify count; its drafts are always verified
+        return self.verify_ct > 0 or (self.proposed_drafts or 0) > 0
 
 
 @dataclass

@@ -29,8 +29,9 @@ def check_spec(generations: list[Generation], required: str, label: str) -> None
         if missing:
             raise SpecNotRunError(
                 f"{label}: speculation must run, but {len(missing)}/{len(generations)} prompts show "
-                "no verify "
-                f"steps (spec_verify_ct) in the engine's answer, e.g. {missing[:5]}; the server may have "
+                "no verify steps or drafted tokens in the engine's answer (SGLang's spec_verify_ct, "
+                "llama.cpp's timings.draft_n, vLLM's spec_decode counters with one request in flight), "
+                f"e.g. {missing[:5]}; the server may have "
                 "speculation off, or the engine does not report it (then use --spec-a/--spec-b any)"
             )
     elif required == "never":

@@ -91,9 +91,10 @@ def run_side(
     tag: str,
     inflight: int = 1,
     group: int | None = None,
+    tokenizer: str | None = None,
 ) -> tuple[list[Generation], dict[str, Any]]:
     """Open the engine, run the prompts with results stored under `out`, close it."""
-    engine: Engine = open_engine(raw, inflight=inflight)
+    engine: Engine = open_engine(raw, inflight=inflight, tokenizer=tokenizer)
     if group is not None:
         engine.group_size = group
     try:

@@ -72,7 +72,7 @@ def record(args: argparse.Namespace) -> int:
     card, name, spec = _key(args)
     settings = settings_of(args)
     prompts = resolve_prompts(args, [args.engine])
-    gens, identity = run_side(args.engine, prompts, settings, args.out, "golden")
+    gens, identity = run_side(args.engine, prompts, settings, args.out, "golden", tokenizer=args.tokenizer)
     check_spec(gens, spec, args.engine)
     metadata = {
         "recorded": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -112,7 +112,9 @@ def check(args: argparse.Namespace) -> int:
     settings = Settings(
         max_new_tokens=int(stored["max_new_tokens"]), top_logprobs=int(stored["top_logprobs"])
     )
-    gens, identity = run_side(args.engine, golden.prompts, settings, args.out, "check")
+    gens, identity = run_side(
+        args.engine, golden.prompts, settings, args.out, "check", tokenizer=args.tokenizer
+    )
     check_spec(gens, spec, args.engine)
     summary = comparison_summary(
         verb="golden check",

@@ -49,8 +49,9 @@ def run(args: argparse.Namespace) -> int:
     spec_b = args.spec_b or side_b.spec
     settings = settings_of(args)
     prompts = resolve_prompts(args, [args.a, args.b], long_lengths)
-    gens_a, ident_a = run_side(args.a, prompts, settings, args.out, "A", args.inflight_a or side_a.inflight)
-    gens_b, ident_b = run_side(args.b, prompts, settings, args.out, "B", args.inflight_b or side_b.inflight)
+    inflight_a, inflight_b = args.inflight_a or side_a.inflight, args.inflight_b or side_b.inflight
+    gens_a, ident_a = run_side(args.a, prompts, settings, args.out, "A", inflight_a, tokenizer=args.tokenizer)
+    gens_b, ident_b = run_side(args.b, prompts, settings, args.out, "B", inflight_b, tokenizer=args.tokenizer)
     check_spec(gens_a, spec_a, f"A ({args.a})")
     check_spec(gens_b, spec_b, f"B ({args.b})")
     summary = comparison_summary(

@@ -36,7 +36,14 @@ def run(args: argparse.Namespace) -> int:
         for i in range(args.repeats)
     ]
     gens, identity = run_side(
-        args.engine, copies, settings, args.out, "repeat", inflight=args.batch, group=args.batch
+        args.engine,
+        copies,
+        settings,
+        args.out,
+        "repeat",
+        inflight=args.batch,
+        group=args.batch,
+        tokenizer=args.tokenizer,
     )
     per_prompt: list[dict[str, Any]] = []
     for k, prompt in enumerate(base):

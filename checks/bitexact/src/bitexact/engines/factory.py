@@ -6,8 +6,9 @@ from bitexact.engines.base import Engine
 from bitexact.engines.spec import parse_engine
 
 
-def open_engine(raw: str, inflight: int = 1) -> Engine:
-    """`inflight`: requests sent at once by HTTP engines (`hf:` engines batch by their `batch=` option)."""
+def open_engine(raw: str, inflight: int = 1, tokenizer: str | None = None) -> Engine:
+    """`inflight`: requests sent at once by HTTP engines (`hf:` engines batch by their `batch=` option).
+    `tokenizer` (`--tokenizer`): maps token text to ids for OpenAI-compatible answers that carry no ids."""
     spec = parse_engine(raw)
     if spec.kind == "sglang":
         from bitexact.engines.sglang_http import SGLangHttpEngine
@@ -16,7 +17,7 @@ def open_engine(raw: str, inflight: int = 1) -> Engine:
     if spec.kind == "openai":
         from bitexact.engines.openai_http import OpenAIHttpEngine
 
-        return OpenAIHttpEngine(spec, inflight)
+        return OpenAIHttpEngine(spec, inflight, tokenizer)
     if spec.kind == "hf":
         from bitexact.engines.hf import HFEngine
 

@@ -1,37 +1,35 @@
-"""OpenAI-compatible `POST /v1/completions` (vLLM, SGLang) with logprobs and token ids.
+"""OpenAI-compatible `POST /v1/completions` (vLLM, SGLang, llama.cpp's server, ...) with logprobs.
 
-Shapes: SGLang 0.5.20 `srt/entrypoints/openai/protocol.py` (CompletionRequest: `return_token_ids`,
-`top_k`, `ignore_eos`, `return_spec_tokens_details`; CompletionResponseChoice: `token_ids`, `logprobs`
-{`tokens`, `token_logprobs`, `top_logprobs` keyed by token text}; `sglext.spec_tokens_details`) and
-`serving_completions.py`; vLLM's `vllm/entrypoints/openai/protocol.py` (`return_token_ids` gives
-`choices[i].token_ids`; `return_tokens_as_token_ids` writes tokens and top-logprob keys as
-`token_id:N`). Fields one server does not know are ignored by the other.
+The request asks every server for what it can give (fields one server does not know, the others
+ignore): explicit greedy sampling and a fixed length; SGLang 0.5.20 `srt/entrypoints/openai/protocol.py`
+CompletionRequest (`top_k`, `ignore_eos`, `return_token_ids`, `return_spec_tokens_details`); vLLM
+`vllm/entrypoints/openai/completion/protocol.py` (`return_token_ids`, `return_tokens_as_token_ids`);
+llama.cpp `tools/server/server-task.cpp` params_from_json_cmpl (`logprobs` sets n_probs, `ignore_eos`).
+The answers come in several logprob dialects (openai_logprobs) and prove speculation in several ways
+(openai_spec).
 """
 
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 from bitexact.engines.base import Settings, Timing
 from bitexact.engines.concurrent import in_flight
 from bitexact.engines.http import HttpClient
+from bitexact.engines.openai_logprobs import Vocab, no_vocab, parse_logprobs
+from bitexact.engines.openai_spec import Counters, spec_from_answer, spec_from_counters, vllm_counters
 from bitexact.engines.spec import EngineSpec
+from bitexact.engines.token_text import LazyVocabulary
 from bitexact.errors import EngineError
-from bitexact.generation import Generation, SpecStats, TopEntry
+from bitexact.generation import Generation
 from bitexact.prompts import Prompt
 
-TOKEN_ID_PREFIX = "token_id:"
-
-
-def _token_key(key: str) -> int | str:
-    if key.startswith(TOKEN_ID_PREFIX):
-        try:
-            return int(key[len(TOKEN_ID_PREFIX) :])
-        except ValueError:
-            return key
-    return key
+# llama.cpp's `GET /props` (tools/server/server-context.cpp): what identifies the build and the model
+PROPS_KEYS = ("build_info", "model_path", "model_alias", "total_slots")
+METRICS_SETTLE_S = (0.05, 0.2, 0.5)
 
 
 def completion_request(
@@ -57,66 +55,23 @@ def completion_request(
     return body
 
 
-def _spec(response: dict[str, Any]) -> SpecStats | None:
-    details = (response.get("sglext") or {}).get("spec_tokens_details")
-    if isinstance(details, list):
-        details = details[0] if details else None
-    if not isinstance(details, dict):
-        return None
-    return SpecStats(
-        verify_ct=int(details.get("spec_verify_ct") or 0),
-        accept_length=details.get("spec_accept_length"),
-        correct_drafts=details.get("spec_num_correct_drafts"),
-        proposed_drafts=details.get("spec_num_proposed_drafts"),
-        source="sglext.spec_tokens_details",
-    )
-
-
-def parse_completion(prompt: Prompt, response: Any, where: str) -> Generation:
-    try:
-        choice = response["choices"][0]
-        lp = choice["logprobs"]
-        logprobs = [float(x) for x in lp["token_logprobs"]]
-    except (KeyError, IndexError, TypeError, ValueError):
-        raise EngineError(
-            f"{where}: answer for {prompt.id!r} has no choices[0].logprobs.token_logprobs"
-        ) from None
-    token_ids = choice.get("token_ids")
-    if token_ids is None:
-        keys = [_token_key(t) for t in lp.get("tokens", [])]
-        if not all(isinstance(k, int) for k in keys):
-            raise EngineError(
-                f"{where}: no token ids in the answer: the server supports neither return_token_ids "
-                "(SGLang, vLLM >= 0.10.2) nor return_tokens_as_token_ids (vLLM)"
-            )
-        token_ids = keys
-    token_ids = [int(t) for t in token_ids]
-    if len(token_ids) != len(logprobs):
-        raise EngineError(
-            f"{where}: {len(token_ids)} token ids but {len(logprobs)} logprobs for {prompt.id!r}"
-        )
-    top: list[list[TopEntry]] = []
-    for row in lp.get("top_logprobs") or []:
-        entries = [(_token_key(k), float(v)) for k, v in (row or {}).items()]
-        top.append(sorted(entries, key=lambda e: (-e[1], str(e[0]))))
-    return Generation(
-        prompt_id=prompt.id,
-        token_ids=token_ids,
-        logprobs=logprobs,
-        top_logprobs=top,
-        spec=_spec(response),
-        meta={"finish_reason": choice.get("finish_reason"), "usage": response.get("usage")},
-    )
+def parse_completion(prompt: Prompt, response: Any, where: str, vocab: Vocab = no_vocab) -> Generation:
+    """One answer in any dialect (openai_logprobs), with the speculation proof it carries."""
+    generation = parse_logprobs(prompt, response, where, vocab)
+    generation.spec = spec_from_answer(response)
+    return generation
 
 
 class OpenAIHttpEngine:
-    def __init__(self, spec: EngineSpec, inflight: int = 1) -> None:
+    def __init__(self, spec: EngineSpec, inflight: int = 1, tokenizer: str | None = None) -> None:
         self.label = spec.raw
         self.group_size = inflight
         self.model = spec.params["model"]
         self.client = HttpClient(
             spec.target, timeout=spec.float_param("timeout", 3600), retries=spec.int_param("retries", 3)
         )
+        self.vocab = LazyVocabulary(tokenizer)
+        self.metrics: bool | None = None  # does /metrics carry vLLM's speculation counters? (asked once)
 
     def identity(self) -> dict[str, Any]:
         ident: dict[str, Any] = {"engine": "openai", "url": self.client.base, "model": self.model}
@@ -126,11 +81,59 @@ class OpenAIHttpEngine:
                 ident["model_card"] = {
                     k: entry[k] for k in ("id", "owned_by", "root", "max_model_len") if k in entry
                 }
+        props = self._server_get("/props")
+        if isinstance(props, dict):
+            ident["props"] = {k: props[k] for k in PROPS_KEYS if k in props}
         return ident
 
+    def _server_root(self) -> str:
+        """`/props` and `/metrics` live beside `/v1`, not under it."""
+        base = self.client.base
+        return base[: -len("/v1")] if base.endswith("/v1") else base
+
+    def _server_get(self, path: str) -> Any:
+        """A JSON endpoint some servers have (llama.cpp's /props); None where the server has none."""
+        client = HttpClient(self._server_root(), timeout=30, retries=0)
+        try:
+            return client.get_json(path, timeout=30)
+        except EngineError:  # HttpStatusError included: a server without that endpoint
+            return None
+
+    def _counters(self) -> Counters | None:
+        """vLLM's speculation counters, or None (no /metrics, or no speculation configured)."""
+        try:
+            with urllib.request.urlopen(self._server_root() + "/metrics", timeout=30) as response:
+                text = response.read().decode("utf-8", errors="replace")
+        except OSError:  # URLError and HTTPError included
+            return None
+        return vllm_counters(text)
+
+    def _counters_after(self, before: Counters) -> Counters | None:
+        """The counters once this request's steps are in: vLLM may record a step's statistics just
+        after the answer has gone out, so a read that shows no new draft is repeated a few times."""
+        after = self._counters()
+        for wait in METRICS_SETTLE_S:
+            if after is None or after.drafts > before.drafts:
+                break
+            time.sleep(wait)
+            after = self._counters()
+        return after
+
     def _one(self, prompt: Prompt, settings: Settings) -> Generation:
+        where = f"{self.client.base}/completions"
+        # vLLM proves speculation only through server-wide counters: read them around each request, and
+        # only one request at a time, or one request's drafts would be credited to another
+        use_metrics = self.group_size == 1 and self.metrics is not False
+        before = self._counters() if use_metrics else None
+        if use_metrics and self.metrics is None:
+            self.metrics = before is not None
         response = self.client.post_json("/completions", completion_request(self.model, prompt, settings))
-        return parse_completion(prompt, response, f"{self.client.base}/completions")
+        generation = parse_completion(prompt, response, where, self.vocab.get)
+        if generation.spec is None and before is not None:
+            after = self._counters_after(before)
+            if after is not None:
+                generation.spec = spec_from_counters(before, after)
+        return generation
 
     def generate(self, prompts: list[Prompt], settings: Settings) -> Iterator[Generation]:
         return in_flight(prompts, lambda p: self._one(p, settings))

@@ -1,0 +1,106 @@
+"""Token text -> token id, for OpenAI-compatible answers that name tokens by text only.
+
+Only a mapping that is certain is used: a text (or byte string) that more than one id decodes to is
+ambiguous, and a text no id decodes to is unknown; both are refused, never guessed. The tokenizer is the
+one `--tokenizer` names, and it must be the served model's: this module cannot tell.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bitexact.errors import EngineError, UsageError
+
+
+@dataclass
+class TextToIds:
+    """Exact decoded text (and, where the server sends them, exact bytes) of every id in a vocabulary."""
+
+    name: str
+    by_text: dict[str, list[int]] = field(default_factory=dict)
+    by_bytes: dict[bytes, list[int]] = field(default_factory=dict)
+
+    def add(self, token_id: int, data: bytes) -> None:
+        self.by_bytes.setdefault(data, []).append(token_id)
+        try:
+            self.by_text.setdefault(data.decode("utf-8"), []).append(token_id)
+        except UnicodeDecodeError:
+            pass  # a partial character has no text of its own; only its bytes identify it
+
+    def lookup(self, text: str, raw: bytes | None = None) -> int | None:
+        """The one id whose decoding is `raw` (when given) or `text`; None when there is not exactly one."""
+        ids = self.by_bytes.get(raw) if raw is not None else self.by_text.get(text)
+        return ids[0] if ids is not None and len(ids) == 1 else None
+
+    def require(self, text: str, raw: bytes | None, where: str) -> int:
+        token_id = self.lookup(text, raw)
+        if token_id is not None:
+            return token_id
+        key: str | bytes = raw if raw is not None else text
+        found = self.by_bytes.get(raw, []) if raw is not None else self.by_text.get(text, [])
+        if found:
+            problem = f"ambiguous: ids {found[:8]} all decode to it"
+        else:
+            problem = "no id of that tokenizer decodes to it"
+        raise EngineError(
+            f"{where}: the server names a token {key!r} by text only, and with --tokenizer {self.name} it is "
+            f"{problem}. Token ids cannot be had from this answer; use a server option that returns ids "
+            "(vLLM: return_tokens_as_token_ids or return_token_ids; SGLang: return_token_ids) or the "
+            "served model's own tokenizer"
+        )
+
+
+def byte_vocabulary(offset: int, name: str) -> TextToIds:
+    """bitexact's byte tokenizer: byte b is id b + offset."""
+    table = TextToIds(name)
+    for b in range(256):
+        table.add(b + offset, bytes([b]))
+    return table
+
+
+def hf_vocabulary(path: str) -> TextToIds:
+    """Every id of a local transformers tokenizer, decoded on its own (no special-token skipping)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    table = TextToIds(path)
+    for token_id in range(len(tok)):
+        # decode() turns a partial UTF-8 character into U+FFFD; such ids then share that text and are
+        # refused as ambiguous, which is what they are
+        table.add(token_id, tok.decode([token_id], skip_special_tokens=False).encode("utf-8"))
+    return table
+
+
+def load_vocabulary(spec: str) -> TextToIds:
+    """`bytes`, `bytes:OFFSET` or a local tokenizer folder, as `--tokenizer` takes them."""
+    if spec == "bytes":
+        return byte_vocabulary(3, spec)
+    if spec.startswith("bytes:"):
+        try:
+            return byte_vocabulary(int(spec.split(":", 1)[1]), spec)
+        except ValueError:
+            raise UsageError(f"--tokenizer {spec!r}: the offset after 'bytes:' must be a number") from None
+    if not Path(spec).exists():
+        raise UsageError(f"--tokenizer {spec!r}: not 'bytes' and no such path; give a local tokenizer folder")
+    return hf_vocabulary(spec)
+
+
+class LazyVocabulary:
+    """Loads the vocabulary on first need: most servers give ids, and a large vocabulary takes seconds."""
+
+    def __init__(self, spec: str | None, load: Callable[[str], TextToIds] = load_vocabulary) -> None:
+        self.spec = spec
+        self._load = load
+        self._table: TextToIds | None = None
+        self._lock = threading.Lock()  # requests in flight parse answers on several threads
+
+    def get(self) -> TextToIds | None:
+        if self.spec is None:
+            return None
+        with self._lock:
+            if self._table is None:
+                self._table = self._load(self.spec)
+        return self._table

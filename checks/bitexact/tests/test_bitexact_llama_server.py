@@ -1,0 +1,192 @@
+"""The OpenAI engine against a real third-party server: llama.cpp's `llama-server` from Debian's packages
+(bx_llama_server.py), serving tiny GGUF models written here (bx_gguf_models.py).
+
+What bitexact reads is checked against what the server itself says through another route: its native
+`/completion` endpoint (`tools/server/server-task.cpp` to_json_non_oaicompat: `tokens` with
+`return_tokens`, `completion_probabilities` with `n_probs`), and raw `/v1/completions` answers read by
+the test without bitexact's code.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bitexact.cli import main
+from bitexact.engines.base import Settings
+from bitexact.engines.factory import open_engine
+from bitexact.prompts import Prompt
+from bx_gguf_models import write_models
+from bx_llama_server import LlamaServer, install, version
+
+FIXTURE_NEEDS = {"llama_tree": ("network",)}  # the first use downloads Debian packages
+
+NEW, TOP = 16, 3
+PROMPTS = [[75, 104, 108], [40, 50, 60, 70, 80], [100], [3, 9, 27, 81, 120, 33, 66], [58] * 12]
+
+
+@pytest.fixture(scope="module")
+def llama_tree() -> Path:
+    tree = install()
+    print(f"llama-server {version(tree)}")
+    return tree
+
+
+@pytest.fixture(scope="module")
+def gguf(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return write_models(tmp_path_factory.mktemp("gguf"))
+
+
+@pytest.fixture
+def prompt_file(tmp_path: Path) -> Path:
+    path = tmp_path / "prompts.jsonl"
+    rows = [json.dumps({"id": f"p{i}", "input_ids": ids}) for i, ids in enumerate(PROMPTS)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def _engine(server: LlamaServer) -> str:
+    return f"openai+{server.url}/v1?model=tiny"
+
+
+def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, dict[str, Any], str]:
+    rc = main(argv)
+    captured = capsys.readouterr()
+    return rc, (json.loads(captured.out) if captured.out.strip() else {}), captured.err
+
+
+def _raw_completion(server: LlamaServer, ids: list[int]) -> dict[str, Any]:
+    body = {"model": "tiny", "prompt": ids, "max_tokens": NEW, "temperature": 0.0, "logprobs": TOP}
+    return server.post("/v1/completions", {**body, "ignore_eos": True})
+
+
+def _bits(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+def test_ids_and_logprobs_are_the_servers_own(llama_tree, gguf, tmp_path):
+    """bitexact's token ids and logprobs from llama.cpp's chat-style `/v1/completions` answer equal what
+    the native `/completion` endpoint of the same server reports for the same request (its `tokens` list
+    and `completion_probabilities`): ids are the server's, not text taken for ids."""
+    with LlamaServer(llama_tree, gguf["target"], tmp_path / "server.log") as server:
+        engine = open_engine(_engine(server))
+        prompts = [Prompt(id=f"p{i}", input_ids=tuple(ids)) for i, ids in enumerate(PROMPTS)]
+        settings = Settings(max_new_tokens=NEW, top_logprobs=TOP)
+        by_id = {g.prompt_id: g for p in prompts for g in engine.generate([p], settings)}
+        gens = [by_id[p.id] for p in prompts]
+        ident = engine.identity()
+        native = [
+            server.post(
+                "/completion",
+                {"prompt": ids, "n_predict": NEW, "temperature": 0.0, "n_probs": TOP}
+                | {"ignore_eos": True, "return_tokens": True},
+            )
+            for ids in PROMPTS
+        ]
+    assert ident["props"]["model_path"] == str(gguf["target"])
+    assert ident["props"]["build_info"].startswith("b")
+    for gen, answer in zip(gens, native, strict=True):
+        assert gen.meta["dialect"] == "chat-style logprobs.content"
+        assert gen.token_ids == answer["tokens"] and len(gen.token_ids) == NEW
+        probs = answer["completion_probabilities"]
+        assert [_bits(x) for x in gen.logprobs] == [_bits(p["logprob"]) for p in probs]
+        assert [[tok for tok, _ in row] for row in gen.top_logprobs] == [
+            [alt["id"] for alt in p["top_logprobs"]] for p in probs
+        ]
+        assert gen.spec is None  # no draft model, no `timings.draft_n`
+
+
+def test_parity_of_two_llama_servers_runs_and_finds_them_equal(
+    llama_tree, gguf, prompt_file, tmp_path, capsys
+):
+    """Two servers of the same model: parity reads both and finds every position equal, which the raw
+    answers (read here without bitexact) confirm bit for bit."""
+    with (
+        LlamaServer(llama_tree, gguf["target"], tmp_path / "a.log") as a,
+        LlamaServer(llama_tree, gguf["target"], tmp_path / "b.log") as b,
+    ):
+        argv = ["parity", _engine(a), _engine(b), "--prompts", str(prompt_file), "--out", str(tmp_path / "o")]
+        rc, summary, err = _run(
+            capsys, [*argv, "--max-new-tokens", str(NEW), "--top-logprobs", str(TOP), "--json"]
+        )
+        raw_a = [_raw_completion(a, ids) for ids in PROMPTS]
+        raw_b = [_raw_completion(b, ids) for ids in PROMPTS]
+    assert rc == 0, err
+    assert summary["equal"] == len(PROMPTS)
+    for x, y in zip(raw_a, raw_b, strict=True):
+        ca, cb = x["choices"][0]["logprobs"]["content"], y["choices"][0]["logprobs"]["content"]
+        assert [(e["id"], _bits(e["logprob"])) for e in ca] == [(e["id"], _bits(e["logprob"])) for e in cb]
+
+
+def _first_divergence(x: dict[str, Any], y: dict[str, Any]) -> int | None:
+    """Where two raw answers first differ in id, logprob bits or top alternatives (ids and bits)."""
+    ca, cb = x["choices"][0]["logprobs"]["content"], y["choices"][0]["logprobs"]["content"]
+    for i, (ea, eb) in enumerate(zip(ca, cb, strict=False)):
+        top_a = [(t["id"], _bits(t["logprob"])) for t in ea["top_logprobs"]]
+        top_b = [(t["id"], _bits(t["logprob"])) for t in eb["top_logprobs"]]
+        if ea["id"] != eb["id"] or _bits(ea["logprob"]) != _bits(eb["logprob"]) or top_a != top_b:
+            return i
+    return None if len(ca) == len(cb) else min(len(ca), len(cb))
+
+
+def test_speculation_is_proven_from_timings_and_divergences_match_the_raw_answers(
+    llama_tree, gguf, prompt_file, tmp_path, capsys
+):
+    """A server with a draft model against one without: `--spec-a must --spec-b never` holds because
+    llama.cpp reports `timings.draft_n` on A only; the swapped sides fail as they must; and every first
+    divergence bitexact reports is the one the raw answers show."""
+    common = [
+        "--prompts",
+        str(prompt_file),
+        "--max-new-tokens",
+        str(NEW),
+        "--top-logprobs",
+        str(TOP),
+        "--json",
+    ]
+    with (
+        LlamaServer(llama_tree, gguf["target"], tmp_path / "spec.log", draft=gguf["draft"]) as spec,
+        LlamaServer(llama_tree, gguf["target"], tmp_path / "plain.log") as plain,
+    ):
+        argv = ["parity", _engine(spec), _engine(plain), "--spec-a", "must", "--spec-b", "never"]
+        rc, summary, err = _run(capsys, [*argv, "--out", str(tmp_path / "1"), *common])
+        swapped = ["parity", _engine(plain), _engine(spec), "--spec-a", "must"]
+        rc_swapped, _, err_swapped = _run(capsys, [*swapped, "--out", str(tmp_path / "2"), *common])
+        raw_spec = [_raw_completion(spec, ids) for ids in PROMPTS]
+        raw_plain = [_raw_completion(plain, ids) for ids in PROMPTS]
+    assert rc in (0, 1), err  # equal or not, it is a verdict, not a refusal
+    assert summary["a"]["spec"]["ran"] == len(PROMPTS) and summary["b"]["spec"]["reported"] == 0
+    assert all(r["timings"]["draft_n"] > 0 for r in raw_spec)
+    assert not any("draft_n" in r["timings"] for r in raw_plain)
+    assert rc_swapped == 2 and "speculation must run" in err_swapped
+    expected = [_first_divergence(x, y) for x, y in zip(raw_spec, raw_plain, strict=True)]
+    assert [c["first_divergence"] for c in summary["comparisons"]] == expected
+
+
+def test_an_answer_with_logprobs_missing_for_some_tokens_is_refused(
+    llama_tree, gguf, prompt_file, tmp_path, capsys
+):
+    """llama.cpp gives no logprob entry for a token that ends inside a UTF-8 character. With a model that
+    emits such tokens, an answer whose entries are fewer than its tokens must be refused (exit 2), never
+    compared with its positions shifted; where the server happens to give every entry, the run passes."""
+    with LlamaServer(llama_tree, gguf["unconstrained"], tmp_path / "any.log") as server:
+        argv = [
+            "repeat",
+            _engine(server),
+            "-n",
+            "2",
+            "-b",
+            "2",
+            "--prompts",
+            str(prompt_file),
+            "--out",
+            str(tmp_path / "o"),
+        ]
+        rc, _, err = _run(capsys, [*argv, "--max-new-tokens", str(NEW), "--top-logprobs", str(TOP), "--json"])
+        raw = [_raw_completion(server, ids) for ids in PROMPTS]
+    gaps = [r["usage"]["completion_tokens"] != len(r["choices"][0]["logprobs"]["content"]) for r in raw]
+    assert any(gaps), "the unconstrained model no longer makes llama.cpp drop entries; pick other prompts"
+    assert rc == 2 and "gave logprobs for" in err, err
