@@ -25,10 +25,13 @@ let
   # python3Packages attributes: every third-party module the source imports (the offline test checks
   # this list against the imports), torch as nixpkgs builds it without cudaSupport (CPU).
   pythonPackages = [
+    "gguf"
     "httpx"
     "huggingface-hub"
+    "numpy"
     "packaging"
     "pytest"
+    "tokenizers"
     "torch"
     "transformers"
   ];
