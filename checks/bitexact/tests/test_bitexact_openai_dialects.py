@@ -11,7 +11,7 @@ import pytest
 from bitexact.cli import main
 from bitexact.engines.openai_logprobs import parse_logprobs
 from bitexact.engines.openai_spec import spec_from_answer, vllm_counters
-from bitexact.engines.token_text import byte_vocabulary
+from bitexact.engines.token_text import byte_vocabulary, hf_vocabulary
 from bitexact.errors import EngineError
 from bitexact.prompts import Prompt
 from bx_dialect_servers import DialectServer
@@ -172,3 +172,21 @@ def test_vllm_counters_are_summed_over_engines_and_ignore_created_samples():
         3.0,
     )
     assert vllm_counters("vllm:num_requests_running 0.0\n") is None  # no speculation configured
+
+
+def test_a_sentencepiece_leading_space_is_read_in_context_and_collisions_are_refused(tmp_path):
+    """`▁the` decodes alone to "the" and after a token to " the"; `▁▁the` alone to "the" too (the
+    Metaspace decoder drops leading spaces), after a token to "  the". " the" must map to `▁the`, "  the"
+    to `▁▁the`, and "the", which both read alone, to neither."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, "a": 1, "\u2581the": 2, "\u2581\u2581the": 3, "\u2581a": 4}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    PreTrainedTokenizerFast(tokenizer_object=tok).save_pretrained(tmp_path)
+    table = hf_vocabulary(str(tmp_path))
+    assert (table.lookup(" the"), table.lookup("  the")) == (2, 3)
+    with pytest.raises(EngineError, match=r"ambiguous: ids \[2, 3\]"):
+        table.require("the", None, "here")

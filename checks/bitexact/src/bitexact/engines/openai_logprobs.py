@@ -101,7 +101,7 @@ def chat_style_positions(logprobs: dict[str, Any], where: str) -> list[Position]
     positions = []
     for entry in content:
         token, value = _named_entry(entry, where)
-        alternatives = entry.get("top_logprobs") or entry.get("top_probs") or []
+        alternatives = entry.get("top_logprobs") or []
         top = [_named_entry(alt, where) for alt in alternatives]
         positions.append(Position(token, value, top))
     return positions

@@ -62,15 +62,31 @@ def byte_vocabulary(offset: int, name: str) -> TextToIds:
 
 
 def hf_vocabulary(path: str) -> TextToIds:
-    """Every id of a local transformers tokenizer, decoded on its own (no special-token skipping)."""
+    """Every id of a local transformers tokenizer, as decoded alone and as decoded after another token.
+
+    Servers report a token's text as it reads inside the output (vLLM's incremental detokenizer), while
+    a SentencePiece-style decoder drops a leading space from a token decoded alone: `▁the` alone is
+    "the", after "a" it is " the", and `▁▁the` alone may be " the". Both readings of every id are
+    indexed, so such a text is found, and where readings of two ids collide it is ambiguous and refused
+    instead of being mapped to the wrong one.
+    """
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(path)
+    ids = list(range(len(tok)))
+    # decode() turns a partial UTF-8 character into U+FFFD; such ids then share that text and are
+    # refused as ambiguous, which is what they are
+    alone = tok.batch_decode([[i] for i in ids], skip_special_tokens=False)
+    anchor_ids = tok.encode("a", add_special_tokens=False)
+    after: list[str | None] = [None] * len(ids)
+    if len(anchor_ids) == 1:
+        prefix = tok.decode(anchor_ids, skip_special_tokens=False)
+        joined = tok.batch_decode([[anchor_ids[0], i] for i in ids], skip_special_tokens=False)
+        after = [text[len(prefix) :] if text.startswith(prefix) else None for text in joined]
     table = TextToIds(path)
-    for token_id in range(len(tok)):
-        # decode() turns a partial UTF-8 character into U+FFFD; such ids then share that text and are
-        # refused as ambiguous, which is what they are
-        table.add(token_id, tok.decode([token_id], skip_special_tokens=False).encode("utf-8"))
+    for token_id, first, second in zip(ids, alone, after, strict=True):
+        for text in {first, second} - {None}:
+            table.add(token_id, str(text).encode("utf-8"))
     return table
 
 
