@@ -2,7 +2,9 @@
 on this machine, backed by a real transformers model (bx_fake_servers.Backend). llama.cpp's own dialect
 is tested against the real server (test_bitexact_llama_server.py); these are the others.
 
-Dialects, each written from its server's source:
+Dialects, each written from its server's source (vLLM as the search index stores vllm-project/vllm:
+`completion/protocol.py` at commit 002032ee, `v1/spec_decode/metrics.py` at 016a8587, `serving_engine.py`
+`_get_decoded_token` as in v0.8.3; SGLang from the 0.5.20 wheel):
 - `text-only`: the legacy completions shape with tokens and top-logprob keys as decoded text and no
   token ids, as a server answers that knows neither `return_token_ids` nor `return_tokens_as_token_ids`
   (the OpenAI legacy shape; vLLM's CompletionLogProbs in `vllm/entrypoints/openai/completion/protocol.py`,
