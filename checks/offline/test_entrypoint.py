@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 from driver_standins import H200, MAX_Q, SERVER, WORKSTATION, identity, install_driver, nvml_env
+from engine_trees import patched_tree, stock_tree
 from hfcache_support import RECIPE_PATH, REPO, materialize, nix_eval, nix_str, write_locked
-from released_wheels import unpacked_wheel
 
 sys.path.insert(0, str(REPO / "images" / "entrypoint" / "src"))
 
@@ -29,7 +29,6 @@ from image_entrypoint.main import repos_named, server_command  # noqa: E402
 RECIPE = json.loads(RECIPE_PATH.read_text())
 MODEL, DRAFTER = RECIPE["model"], RECIPE["drafter"]
 CARD = Card(slug=RECIPE["card"]["slug"], name=RECIPE["card"]["name"], compute_cap="12.0")
-FENCED_HEADER = "deep_gemm/include/deep_gemm/impls/sm120_bf16_gemm.cuh"
 # Tests using these fixtures get the markers (checks/conftest.py).
 FIXTURE_NEEDS = {"engines": ("network",), "image": ("nix",)}
 
@@ -67,31 +66,11 @@ def test_repos_named_by_variants() -> None:
     ]
 
 
-def _patch(root: Path, patch: Path, strip: int) -> None:
-    cmd = ["patch", f"-p{strip}", "--fuzz=0", "--batch", "--forward", "-i", str(patch)]
-    done = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Site-packages roots: `patched` (the marker from our series applied to an empty sglang/, DeepGEMM
-    0.2.0 with our fence) and `stock` (the released sglang 0.5.20 and sgl-deep-gemm 0.2.0 as shipped)."""
-    patched = tmp_path_factory.mktemp("patched")
-    (patched / "sglang").mkdir()
-    (patched / "sglang" / "__init__.py").write_text("")
-    for patch in sorted((REPO / "patches" / "sglang").glob("0001-*.patch")):
-        _patch(patched, patch, 2)
-    header = patched / FENCED_HEADER
-    header.parent.mkdir(parents=True)
-    (patched / "deep_gemm" / "__init__.py").write_text("")
-    shutil.copy(unpacked_wheel("sgl-deep-gemm", "0.2.0") / FENCED_HEADER, header)
-    _patch(patched, REPO / "patches" / "deep-gemm" / "0001-sm120-fence.patch", 1)
-
-    stock = tmp_path_factory.mktemp("stock")
-    (stock / "sglang").symlink_to(unpacked_wheel("sglang", "0.5.20") / "sglang")
-    (stock / "deep_gemm").symlink_to(unpacked_wheel("sgl-deep-gemm", "0.2.0") / "deep_gemm")
-    return {"patched": patched, "stock": stock}
+    """Site-packages roots the preflight accepts (`patched`) and refuses (`stock`): engine_trees.py."""
+    base = tmp_path_factory.mktemp("engines")
+    return {"patched": patched_tree(base / "patched"), "stock": stock_tree(base / "stock")}
 
 
 @pytest.fixture(scope="module")
