@@ -22,11 +22,8 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
-import tomllib
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +33,7 @@ from driver_standins import DRIVER_VERSION, H200, MAX_Q, install_driver, nvml_en
 from engine_trees import patched_tree
 from hfcache_support import RECIPE_PATH, REPO, materialize, nix_eval, nix_str, write_locked
 from nix_layout_rootfs import Rootfs
-from released_wheels import cache_dir
+from wheel_members import locked_member
 
 pytestmark = [pytest.mark.docker, pytest.mark.network, pytest.mark.nix]
 
@@ -91,23 +88,14 @@ print(json.dumps(out))
 
 
 def locked_triton_libcuda_dirs() -> str:
-    """The source of libcuda_dirs() in the uv.lock's triton wheel, read by range requests (the wheel is
-    197 MB; zipfile reads its directory and this one member)."""
-    cached = cache_dir() / "triton-3.7.1-libcuda_dirs.py"
-    if not cached.exists():
-        sys.path.insert(0, str(REPO / "nix" / "tools"))
-        from wheel_elf_needs import RangeReader, chosen_wheel
-
-        lock = tomllib.loads((REPO / "pkgs/server-env/uv.lock").read_text())
-        (triton,) = [p for p in lock["package"] if p["name"] == "triton"]
-        assert triton["version"] == "3.7.1"
-        with zipfile.ZipFile(RangeReader(chosen_wheel(triton)["url"])) as wheel:
-            source = wheel.read("triton/backends/nvidia/driver.py").decode()
-        (function,) = [
-            n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "libcuda_dirs"
-        ]
-        cached.write_text(ast.get_source_segment(source, function) + "\n")
-    return cached.read_text()
+    """The source of libcuda_dirs() in the uv.lock's triton wheel (test_triton_libcuda.py compares it
+    with the H200's 3.6.0)."""
+    version, source = locked_member("triton", "triton/backends/nvidia/driver.py")
+    assert version == "3.7.1"
+    (function,) = [
+        n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "libcuda_dirs"
+    ]
+    return (ast.get_source_segment(source, function) or "") + "\n"
 
 
 def docker_cli() -> str | None:
