@@ -308,11 +308,18 @@ def test_the_host_program_cannot_run_in_a_nix_layout(image: dict[str, Any], tmp_
     assert (tmp_path / "m2" / "runs").read_text() == "nvidia-smi ran\n"
 
 
-@pytest.mark.parametrize("loader", [False, True], ids=["as-in-the-image", "host-loader-mounted"])
+@pytest.mark.parametrize(
+    ("loader", "usr_bin"),
+    [(False, False), (False, True), (True, True)],
+    ids=["as-in-the-image", "usr-bin-on-path", "host-loader-mounted"],
+)
 def test_preflight_passes_without_running_a_host_binary(
-    image: dict[str, Any], tmp_path: Path, loader: bool
+    image: dict[str, Any], tmp_path: Path, loader: bool, usr_bin: bool
 ) -> None:
-    done = run(image, tmp_path / "marker", [image["entrypoint"], "--preflight-only"], loader=loader)
+    """Also with /usr/bin on PATH (as the image had it before), where the old preflight found the
+    toolkit's nvidia-smi and failed to exec it, and with the host loader there, where it could run."""
+    env = {"PATH": image["env"]["PATH"] + ":/usr/bin:/bin"} if usr_bin else {}
+    done = run(image, tmp_path / "marker", [image["entrypoint"], "--preflight-only"], env=env, loader=loader)
     assert done.returncode == 0, done.stderr
     assert "bitexact-entrypoint: preflight passed" in done.stderr
     assert not (tmp_path / "marker" / "runs").exists(), "the preflight ran nvidia-smi"
