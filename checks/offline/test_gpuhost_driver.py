@@ -24,7 +24,10 @@ from gpuhost.driver import (
     ld_so_conf_dirs,
 )
 
-LIBC = Path(os.path.realpath("/lib/x86_64-linux-gnu/libc.so.6"))
+# This process's libc (a distribution's, or Nix's in the python-offline-tests sandbox).
+LIBC = Path(
+    next(line.split()[-1] for line in open("/proc/self/maps") if line.rstrip().endswith("/libc.so.6"))
+)
 
 
 @pytest.fixture(scope="module")
