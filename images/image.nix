@@ -109,13 +109,15 @@ let
   };
 
   env = {
-    PATH = "${entrypoint}/bin:${server}/bin:/usr/bin:/bin";
-    # NVIDIA container toolkit: which GPUs, and which driver parts to mount (CUDA and nvidia-smi).
+    # Store paths only: the toolkit mounts host binaries (nvidia-smi) into /usr/bin, and they cannot
+    # run here (no /lib64/ld-linux-x86-64.so.2); nothing should find them on PATH.
+    PATH = "${entrypoint}/bin:${server}/bin";
+    # NVIDIA container toolkit: which GPUs, and which driver parts to mount (compute: libcuda and its
+    # JIT libraries; utility: libnvidia-ml, which the entrypoint reads the cards through).
     NVIDIA_VISIBLE_DEVICES = "all";
     NVIDIA_DRIVER_CAPABILITIES = "compute,utility";
-    # The toolkit mounts libcuda under /usr/lib* (the directory depends on the host's layout); Nix
-    # binaries look in /run/opengl-driver/lib. Name all of them.
-    LD_LIBRARY_PATH = "/usr/lib/x86_64-linux-gnu:/usr/lib64:/usr/lib:/run/opengl-driver/lib";
+    # No LD_LIBRARY_PATH: the toolkit mounts the driver into /usr/lib64 of this (non-Debian) rootfs,
+    # and the entrypoint and the launcher find it there (gpuhost.driver) and give the server its path.
     BITEXACT_RECIPE = "${recipeFile}";
     BITEXACT_JIT_CACHE = jitCache;
     # Every JIT cache in the volume: DeepGEMM (keyed by the launcher under XDG_CACHE_HOME), Triton,

@@ -102,9 +102,9 @@ let
       }
     ) ''
       export HOME="$TMPDIR/home" XDG_CACHE_HOME="$TMPDIR/cache"
-      # bitexact names the card (golden records are per card) from nvidia-smi; README says how to
-      # expose it to the sandbox there.
-      export PATH="$PATH:/run/opengl-driver/bin"
+      # No host binary runs here: bitexact-server finds the driver the sandbox offers
+      # (/run/opengl-driver/lib) itself, and bitexact reads the card (golden records are per card)
+      # through NVML from the same directory (gpuhost, docs/gpu-runtime.md).
       mkdir -p "$HOME" "$XDG_CACHE_HOME" "$out"
       cd "$out"
       # Not `( ... ) || status=$?`: bash ignores set -e inside a subshell whose status is tested.
@@ -131,10 +131,13 @@ let
   # proving anything, so the JUnit report must show tests run and none skipped.
   kernelsBody = ''
     export TRITON_CACHE_DIR="$TMPDIR/triton"
-    if [ -e /run/opengl-driver/lib/libcuda.so.1 ]; then export TRITON_LIBCUDA_PATH=/run/opengl-driver/lib; fi
     cp -r ${checksDir + "/gpu"} "$TMPDIR/gpu"
     chmod -R u+w "$TMPDIR/gpu"
-    python -m pytest -p no:cacheprovider --import-mode=importlib -ra --junitxml="$out/junit.xml" "$TMPDIR/gpu"
+    # torch and triton need the driver on the library path from the process's start (torch caches
+    # whether CUDA is there) and TRITON_LIBCUDA_PATH (triton otherwise runs /sbin/ldconfig): the
+    # launcher's driver discovery sets both and execs the command.
+    ${server}/bin/bitexact-driver exec \
+      python -m pytest -p no:cacheprovider --import-mode=importlib -ra --junitxml="$out/junit.xml" "$TMPDIR/gpu"
     python - "$out/junit.xml" <<'EOF'
     import sys, xml.etree.ElementTree as ET
     root = ET.parse(sys.argv[1]).getroot()

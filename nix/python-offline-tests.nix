@@ -12,6 +12,7 @@ let
       "checks/bitexact/src"
       "checks/bitexact/tests"
       "checks/gpu"
+      "docs/cards.md"
       "images/entrypoint/src"
       "images/layer_sizes.py"
       "nix/recipes"
@@ -29,6 +30,7 @@ let
     "httpx"
     "huggingface-hub"
     "numpy"
+    "nvidia-ml-py"
     "packaging"
     "pytest"
     "tokenizers"
@@ -47,7 +49,8 @@ in
     }:
     runCommand "python-offline-tests"
       {
-        # git: the lock tool's tests build throwaway repositories; patch and tar come with stdenv.
+        # git: the lock tool's tests build throwaway repositories; patch, tar and cc (the driver
+        # stand-ins of checks/offline/driver_standins.py are compiled) come with stdenv.
         nativeBuildInputs = [
           (python3.withPackages (ps: map (name: ps.${name}) pythonPackages))
           git

@@ -1,6 +1,8 @@
 """The image entrypoint's preflight, run as the image runs it (a subprocess with the image's environment
-variables): nvidia-smi behind a stand-in executable printing recorded real-format output, a hub cache laid
-out by nix/lib/hf-cache.nix's plan, and the real sglang 0.5.20 / sgl-deep-gemm trees, stock and patched."""
+variables): the NVIDIA driver laid out as the container toolkit mounts it, with compiled stand-ins for
+libcuda.so.1 and libnvidia-ml.so.1 (driver_standins.py) read through the real nvidia-ml-py, a hub cache
+laid out by nix/lib/hf-cache.nix's plan, and the real sglang 0.5.20 / sgl-deep-gemm trees, stock and
+patched. An `nvidia-smi` first on PATH records any exec: the preflight must run no host binary."""
 
 from __future__ import annotations
 
@@ -14,66 +16,39 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from driver_standins import H200, MAX_Q, SERVER, WORKSTATION, identity, install_driver, nvml_env
+from engine_trees import patched_tree, stock_tree
 from hfcache_support import RECIPE_PATH, REPO, materialize, nix_eval, nix_str, write_locked
-from released_wheels import unpacked_wheel
 
 sys.path.insert(0, str(REPO / "images" / "entrypoint" / "src"))
 
 from image_entrypoint.checks import PreflightError  # noqa: E402
-from image_entrypoint.gpu import QUERY, Card, check_card, parse_query  # noqa: E402
+from image_entrypoint.gpu import Card, check_card  # noqa: E402
 from image_entrypoint.main import repos_named, server_command  # noqa: E402
 
 RECIPE = json.loads(RECIPE_PATH.read_text())
 MODEL, DRAFTER = RECIPE["model"], RECIPE["drafter"]
-# `nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader` as the two cards print it: the lent
-# H200 (named plainly 'NVIDIA H200', compute capability 9.0) and the recipe's card (its name as the
-# recipe records it, sm_120).
-H200 = "NVIDIA H200, 9.0\n"
-BLACKWELL = "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition, 12.0\n"
-NO_DRIVER = (
-    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
-    "Make sure that the latest NVIDIA driver is installed and running.\n"
-)
-CARD = Card(slug="rtx-pro-6000-blackwell", name=RECIPE["card"]["name"], compute_cap="12.0")
-FENCED_HEADER = "deep_gemm/include/deep_gemm/impls/sm120_bf16_gemm.cuh"
+CARD = Card(slug=RECIPE["card"]["slug"], name=RECIPE["card"]["name"], compute_cap="12.0")
 # Tests using these fixtures get the markers (checks/conftest.py).
 FIXTURE_NEEDS = {"engines": ("network",), "image": ("nix",)}
 
 
-def fake_nvidia_smi(directory: Path, stdout: str, code: int = 0) -> Path:
-    """An executable that answers only the entrypoint's exact query, like nvidia-smi would."""
+def exec_recorder(directory: Path, marker: Path) -> Path:
+    """An `nvidia-smi` that records that it was run (where the toolkit puts one on PATH)."""
     exe = directory / "nvidia-smi"
-    answer = directory / "nvidia-smi.out"
-    answer.write_text(stdout)
-    expected = " ".join(QUERY)
-    exe.write_text(
-        "#!/bin/sh\n"
-        f'if [ "$*" != "{expected}" ]; then echo "unexpected query: $*" >&2; exit 64; fi\n'
-        f"cat {answer}\n"
-        f"exit {code}\n"
-    )
+    exe.write_text(f'#!/bin/sh\necho "$@" >> {marker}\nexit 0\n')
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     return exe
 
 
-def test_parse_recorded_output() -> None:
-    assert parse_query(H200 + BLACKWELL) == [
-        parse_query(H200)[0],
-        parse_query(BLACKWELL)[0],
-    ]
-    (gpu,) = parse_query(BLACKWELL)
-    assert (gpu.name, gpu.compute_cap) == (RECIPE["card"]["name"], RECIPE["card"]["computeCapability"])
-    with pytest.raises(PreflightError, match="cannot read nvidia-smi's line"):
-        parse_query("garbage\n")
-
-
 def test_card_check() -> None:
-    assert check_card(parse_query(BLACKWELL), CARD, allow_other=False) == []
-    with pytest.raises(PreflightError, match=r"wrong card: .* sees NVIDIA H200 \(compute capability 9.0\)"):
-        check_card(parse_query(H200), CARD, allow_other=False)
+    assert check_card([identity(MAX_Q)], CARD, allow_other=False) == []
+    assert check_card([identity(MAX_Q), identity(MAX_Q)], CARD, allow_other=False) == []
+    with pytest.raises(PreflightError, match=r"wrong card: .* sees NVIDIA H200 \(PCI 10de:2335, 143771 MiB"):
+        check_card([identity(H200)], CARD, allow_other=False)
     with pytest.raises(PreflightError, match="wrong card"):  # one wrong card among several is enough
-        check_card(parse_query(BLACKWELL + H200), CARD, allow_other=False)
-    (warning,) = check_card(parse_query(H200), CARD, allow_other=True)
+        check_card([identity(MAX_Q), identity(H200)], CARD, allow_other=False)
+    (warning,) = check_card([identity(H200)], CARD, allow_other=True)
     assert "BITEXACT_ALLOW_OTHER_CARD=1" in warning
 
 
@@ -91,37 +66,23 @@ def test_repos_named_by_variants() -> None:
     ]
 
 
-def _patch(root: Path, patch: Path, strip: int) -> None:
-    cmd = ["patch", f"-p{strip}", "--fuzz=0", "--batch", "--forward", "-i", str(patch)]
-    done = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
+@pytest.fixture(scope="module")
+def engines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Site-packages roots the preflight accepts (`patched`) and refuses (`stock`): engine_trees.py."""
+    base = tmp_path_factory.mktemp("engines")
+    return {"patched": patched_tree(base / "patched"), "stock": stock_tree(base / "stock")}
 
 
 @pytest.fixture(scope="module")
-def engines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Site-packages roots: `patched` (the marker from our series applied to an empty sglang/, DeepGEMM
-    0.2.0 with our fence) and `stock` (the released sglang 0.5.20 and sgl-deep-gemm 0.2.0 as shipped)."""
-    patched = tmp_path_factory.mktemp("patched")
-    (patched / "sglang").mkdir()
-    (patched / "sglang" / "__init__.py").write_text("")
-    for patch in sorted((REPO / "patches" / "sglang").glob("0001-*.patch")):
-        _patch(patched, patch, 2)
-    header = patched / FENCED_HEADER
-    header.parent.mkdir(parents=True)
-    (patched / "deep_gemm" / "__init__.py").write_text("")
-    shutil.copy(unpacked_wheel("sgl-deep-gemm", "0.2.0") / FENCED_HEADER, header)
-    _patch(patched, REPO / "patches" / "deep-gemm" / "0001-sm120-fence.patch", 1)
-
-    stock = tmp_path_factory.mktemp("stock")
-    (stock / "sglang").symlink_to(unpacked_wheel("sglang", "0.5.20") / "sglang")
-    (stock / "deep_gemm").symlink_to(unpacked_wheel("sgl-deep-gemm", "0.2.0") / "deep_gemm")
-    return {"patched": patched, "stock": stock}
+def driver_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return install_driver(tmp_path_factory.mktemp("driver-build"))
 
 
 @pytest.fixture()
-def image(tmp_path: Path, engines: dict[str, Path]) -> dict[str, Any]:
+def image(tmp_path: Path, engines: dict[str, Path], driver_build: Path) -> dict[str, Any]:
     """The image's environment for the preflight: recipe, hub cache and spec from the Nix plan, JIT
-    cache, nvidia-smi on the recipe's card, libcuda stood in by libc (a library that loads)."""
+    cache, the driver's stand-ins reporting the recipe's card (BITEXACT_DRIVER_LIB points at them: the
+    container toolkit's /usr/lib64 is outside a test's reach), an exec-recording nvidia-smi on PATH."""
     model_files = {"config.json": b"{}", "model-00001-of-00001.safetensors": b"\0" * 64}
     locked = write_locked(tmp_path, [(MODEL, model_files), (DRAFTER, {"config.json": b"{}"})])
     files, manifests = locked["files"], locked["manifests"]
@@ -145,6 +106,8 @@ def image(tmp_path: Path, engines: dict[str, Path]) -> dict[str, Any]:
     spec.write_text(json.dumps(plan["completeness"]))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    execs = tmp_path / "nvidia-smi-was-run"
+    exec_recorder(bin_dir, execs)
     env = {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "PYTHONPATH": os.pathsep.join(
@@ -158,10 +121,10 @@ def image(tmp_path: Path, engines: dict[str, Path]) -> dict[str, Any]:
         "BITEXACT_HF_HUB_CACHE": str(cache),
         "BITEXACT_WEIGHTS_SPEC": str(spec),
         "BITEXACT_JIT_CACHE": str(tmp_path / "jit"),
-        "BITEXACT_NVIDIA_SMI": str(fake_nvidia_smi(bin_dir, BLACKWELL)),
-        "BITEXACT_LIBCUDA": "libc.so.6",
+        "BITEXACT_DRIVER_LIB": str(install_driver(tmp_path / "driver", built=driver_build)),
+        **nvml_env(MAX_Q),
     }
-    return {"env": env, "cache": cache, "bin": bin_dir, "tmp": tmp_path}
+    return {"env": env, "cache": cache, "bin": bin_dir, "tmp": tmp_path, "execs": execs}
 
 
 def entrypoint(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -186,6 +149,7 @@ def test_passes_on_the_recipes_card_with_complete_weights_and_patched_engine(ima
     assert done.returncode == 0, done.stderr
     assert "preflight passed" in done.stderr
     assert home.is_dir()
+    assert not image["execs"].exists(), "the preflight ran nvidia-smi"
 
 
 def test_execs_the_launcher_reachable_from_outside(image: dict[str, Any]) -> None:
@@ -197,24 +161,38 @@ def test_execs_the_launcher_reachable_from_outside(image: dict[str, Any]) -> Non
     assert done.stdout == "launched: --variant no-spec --host 0.0.0.0 --port 8123\n"
 
 
-def test_refuses_a_wrong_card(image: dict[str, Any]) -> None:
-    fake_nvidia_smi(image["bin"], H200)
-    message = refused(entrypoint(image["env"], "--preflight-only"))
-    assert "wrong card: the recipe is for NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition" in message
-    assert "sees NVIDIA H200 (compute capability 9.0)" in message
-    allowed = entrypoint({**image["env"], "BITEXACT_ALLOW_OTHER_CARD": "1"}, "--preflight-only")
+def test_refuses_a_wrong_card_and_says_whether_its_bits_would_match(image: dict[str, Any]) -> None:
+    h200 = {**image["env"], **nvml_env(H200)}
+    message = refused(entrypoint(h200, "--preflight-only"))
+    assert (
+        "wrong card: the recipe is for NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition "
+        "(slug rtx-pro-6000-blackwell-max-q)" in message
+    )
+    assert "sees NVIDIA H200 (PCI 10de:2335, 143771 MiB, compute capability 9.0), slug h200" in message
+    assert "its bits will not match: another architecture" in message
+    for sibling in (WORKSTATION, SERVER):
+        message = refused(entrypoint({**image["env"], **nvml_env(sibling)}, "--preflight-only"))
+        assert f"sees {sibling.name}" in message and "they may match, unproven" in message
+    allowed = entrypoint({**h200, "BITEXACT_ALLOW_OTHER_CARD": "1"}, "--preflight-only")
     assert allowed.returncode == 0 and "warning: wrong card" in allowed.stderr
+    assert not image["execs"].exists(), "the preflight ran nvidia-smi"
 
 
 def test_refuses_without_a_gpu(image: dict[str, Any]) -> None:
-    fake_nvidia_smi(image["bin"], NO_DRIVER, code=9)
-    message = refused(entrypoint(image["env"], "--preflight-only"))
-    assert "no GPU visible" in message and "exited 9" in message and "--gpus all" in message
-    gone = {**image["env"], "BITEXACT_NVIDIA_SMI": str(image["tmp"] / "absent" / "nvidia-smi")}
-    assert "is not in the container" in refused(entrypoint(gone, "--preflight-only"))
-    fake_nvidia_smi(image["bin"], BLACKWELL)
-    no_driver = {**image["env"], "BITEXACT_LIBCUDA": "libcuda-that-is-not-here.so.1"}
-    assert "does not load" in refused(entrypoint(no_driver, "--preflight-only"))
+    no_card = {**image["env"], "STANDIN_NVML_DEVICES": ""}
+    message = refused(entrypoint(no_card, "--preflight-only"))
+    assert "no GPU visible: NVML" in message and "lists no card" in message and "--gpus all" in message
+    unreachable = {**image["env"], "STANDIN_NVML_INIT": "9"}
+    assert "cannot reach the driver: Driver Not Loaded" in refused(
+        entrypoint(unreachable, "--preflight-only")
+    )
+    gone = {**image["env"], "BITEXACT_DRIVER_LIB": str(image["tmp"] / "absent")}
+    message = refused(entrypoint(gone, "--preflight-only"))
+    assert "no GPU visible: no NVIDIA driver library libcuda.so.1 in BITEXACT_DRIVER_LIB=" in message
+    no_nvml = install_driver(image["tmp"] / "no-nvml", nvml=False)
+    message = refused(entrypoint({**image["env"], "BITEXACT_DRIVER_LIB": str(no_nvml)}, "--preflight-only"))
+    assert "no libnvidia-ml.so.1" in message and "NVIDIA_DRIVER_CAPABILITIES" in message
+    assert not image["execs"].exists(), "the preflight ran nvidia-smi"
 
 
 def test_refuses_missing_weights(image: dict[str, Any]) -> None:

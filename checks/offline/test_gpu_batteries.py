@@ -293,6 +293,10 @@ def test_the_outputs_adapter() -> None:
     assert got["app"] == "record-golden"
     assert got["tree"] == "/fake-store/sglang/lib/python3.12/site-packages"
     assert "python -m pytest" in got["python"] and "--junitxml" in got["python"]
+    # The kernel tests start under the launcher's driver discovery (the driver on the library path
+    # from the start, TRITON_LIBCUDA_PATH set); no step looks for a host binary (nvidia-smi).
+    assert "/fake-store/server/bin/bitexact-driver exec \\\n  python -m pytest" in got["python"]
+    assert "TRITON_LIBCUDA_PATH=" not in got["python"] and "/run/opengl-driver/bin" not in got["python"]
     # bitexact runs on the server venv's Python (its transformers tokenizes the long prompts).
     assert "exec /fake-store/venv/bin/python -m bitexact" in got["bitexact"]
     assert "/fake-store/bitexact/lib/python3.13/site-packages" in got["bitexact"]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from driver_standins import install_driver
 from exactlaunch import cli, load_recipe, preflight
 from exactlaunch.preflight import check_deep_gemm, check_sglang, header_is_fenced, read_applied
 from released_wheels import unpacked_wheel
@@ -133,7 +134,15 @@ def test_preflight_finds_the_importable_packages(site: Path, monkeypatch: pytest
 def _run(monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str]) -> tuple[int, list[Any]]:
     calls: list[Any] = []
     monkeypatch.setattr(cli.os, "execvpe", lambda *a: calls.append(a))
-    for key in ("BITEXACT_RECIPE", "BITEXACT_DEEP_GEMM", "SGLANG_DG_CACHE_DIR", "HF_HUB_CACHE"):
+    for key in (
+        "BITEXACT_RECIPE",
+        "BITEXACT_DEEP_GEMM",
+        "SGLANG_DG_CACHE_DIR",
+        "HF_HUB_CACHE",
+        "BITEXACT_DRIVER_LIB",
+        "LD_LIBRARY_PATH",
+        "TRITON_LIBCUDA_PATH",
+    ):
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -142,7 +151,13 @@ def _run(monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str]) 
 
 def test_cli_execs_a_ready_tree(site: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.syspath_prepend(str(site))
-    env = {"BITEXACT_RECIPE": str(RECIPE_PATH), "XDG_CACHE_HOME": str(tmp_path)}
+    driver = install_driver(tmp_path / "driver")
+    env = {
+        "BITEXACT_RECIPE": str(RECIPE_PATH),
+        "XDG_CACHE_HOME": str(tmp_path),
+        "BITEXACT_DRIVER_LIB": str(driver),
+        "LD_LIBRARY_PATH": "/caller/lib",
+    }
     code, calls = _run(monkeypatch, ["--variant", "no-spec", "--port", "30001"], env)
     assert code is None or code == 0
     ((program, argv, child_env),) = calls
@@ -151,6 +166,23 @@ def test_cli_execs_a_ready_tree(site: Path, monkeypatch: pytest.MonkeyPatch, tmp
     assert child_env["HF_HUB_OFFLINE"] == "1"
     assert Path(child_env["SGLANG_DG_CACHE_DIR"]).parent == tmp_path / "bitexact" / "deep-gemm"
     assert Path(child_env["SGLANG_DG_CACHE_DIR"]).is_dir()
+    # The driver goes on the server's library path from its start, and Triton is told where it is.
+    assert child_env["LD_LIBRARY_PATH"] == f"{driver}:/caller/lib"
+    assert child_env["TRITON_LIBCUDA_PATH"] == str(driver)
+
+
+def test_cli_refuses_to_start_without_a_driver(
+    site: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """torch decides once whether CUDA is there: starting without the driver would serve nothing."""
+    monkeypatch.syspath_prepend(str(site))
+    env = {"BITEXACT_RECIPE": str(RECIPE_PATH), "BITEXACT_DRIVER_LIB": str(tmp_path)}
+    code, calls = _run(monkeypatch, ["--variant", "no-spec"], env)
+    assert code == 2 and calls == []
+    err = capsys.readouterr().err
+    assert (
+        f"refusing to start: no NVIDIA driver library libcuda.so.1 in BITEXACT_DRIVER_LIB={tmp_path}" in err
+    )
 
 
 def test_cli_refuses_unpatched_and_says_which(
@@ -167,16 +199,30 @@ def test_cli_refuses_unpatched_and_says_which(
 
 
 def test_cli_print_needs_no_preflight(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    code, calls = _run(
-        monkeypatch, ["--recipe", str(RECIPE_PATH), "--variant", "forced-reject", "--print"], {}
-    )
+    args = ["--recipe", str(RECIPE_PATH), "--variant", "forced-reject", "--print"]
+    code, calls = _run(monkeypatch, args, {"BITEXACT_DRIVER_LIB": str(tmp_path)})
     assert code == 0 and calls == []
     out = json.loads(capsys.readouterr().out)
     assert out["variant"] == "forced-reject" and out["exact"] is True
     assert out["env"]["SGLANG_SIMULATE_ACC_LEN"] == "1"
     assert out["argv"][0] == sys.executable
+    # The host's driver is reported apart from the recipe's env (here: none, and why).
+    assert "LD_LIBRARY_PATH" not in out["env"]
+    assert "no NVIDIA driver library libcuda.so.1" in out["driver"]["error"]
+
+
+def test_cli_print_shows_the_driver_it_would_use(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    driver = install_driver(tmp_path / "lib")
+    env = {"BITEXACT_DRIVER_LIB": str(driver)}
+    code, _ = _run(monkeypatch, ["--recipe", str(RECIPE_PATH), "--print"], env)
+    assert code == 0
+    shown = json.loads(capsys.readouterr().out)["driver"]
+    assert shown["directory"] == str(driver) and shown["origin"] == "BITEXACT_DRIVER_LIB"
+    assert shown["env"] == {"LD_LIBRARY_PATH": str(driver), "TRITON_LIBCUDA_PATH": str(driver)}
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,7 @@ MUST_RUN = {
 # Imported only where present, never by the selected tests (bitexact's in-process sglang engine).
 OPTIONAL_IMPORTS = {"sglang"}
 # Module name -> python3Packages attribute, where they differ.
-NIXPKGS_NAMES = {"huggingface_hub": "huggingface-hub"}
+NIXPKGS_NAMES = {"huggingface_hub": "huggingface-hub", "pynvml": "nvidia-ml-py"}
 
 
 def build(expr: str) -> Path:

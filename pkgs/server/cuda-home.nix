@@ -4,6 +4,8 @@
 # nvcc finds cicc, its headers and libraries relative to its own resolved location (nvcc.profile's
 # $(TOP)), so the programs and nvcc.profile are copied while everything else is linked: with plain
 # symlinks $(TOP) would be the nvcc wheel's store path, which holds neither nvvm/ nor the headers.
+# ./cuda-home-links.sh then adds the toolkit names FlashInfer's JIT links against (lib64, libcudart.so,
+# lib64/stubs/libcuda.so; docs/gpu-runtime.md).
 {
   lib,
   runCommand,
@@ -46,7 +48,10 @@ runCommand "bitexact-cuda-home-${pythonSet.nvidia-cuda-nvcc.version}"
         cp --remove-destination "$(readlink -f "$f")" "$f"
       fi
     done
+    bash ${./cuda-home-links.sh} $out
     test -x $out/bin/nvcc
     test -x $out/nvvm/bin/cicc
     test -e $out/include/cuda_runtime.h
+    test -e $out/lib64/libcudart.so
+    test -e $out/lib64/stubs/libcuda.so
   ''

@@ -4,7 +4,10 @@
 #   BITEXACT_DEEP_GEMM   the fenced DeepGEMM store path (the launcher keys SGLANG_DG_CACHE_DIR by it)
 #   BITEXACT_CUDA_HOME   the locked pip nvcc's CUDA tree (exported as CUDA_HOME: one nvcc for the JITs)
 #   BITEXACT_HF_HUB_CACHE  baked weights, when a cache is given (images); otherwise the caller's
-# and a C compiler on PATH for Triton's launcher stubs (and nvcc's host compiler).
+# and a C compiler on PATH for Triton's launcher stubs (and nvcc's host compiler). The NVIDIA driver is
+# not looked for here: the launcher finds it on the host (gpuhost.driver: NixOS, the container toolkit,
+# FHS distributions, BITEXACT_DRIVER_LIB) and gives the server LD_LIBRARY_PATH and TRITON_LIBCUDA_PATH
+# before it starts. `bitexact-driver` (bin/) shows what it finds, or runs a command with it.
 {
   lib,
   runCommand,
@@ -38,6 +41,6 @@ runCommand "bitexact-server"
       --set BITEXACT_DEEP_GEMM ${deepGemm} \
       --set BITEXACT_CUDA_HOME ${cudaHome} \
       ${lib.optionalString (hfHubCache != null) "--set BITEXACT_HF_HUB_CACHE ${hfHubCache}"} \
-      --prefix PATH : ${lib.makeBinPath [ gcc14 ]} \
-      --run 'if [ -z "''${TRITON_LIBCUDA_PATH-}" ] && [ -e /run/opengl-driver/lib/libcuda.so.1 ]; then export TRITON_LIBCUDA_PATH=/run/opengl-driver/lib; fi'
+      --prefix PATH : ${lib.makeBinPath [ gcc14 ]}
+    ln -s ${venv}/bin/bitexact-driver $out/bin/bitexact-driver
   ''

@@ -1,6 +1,8 @@
-# The launcher's Python package (pkgs/server: pyproject.toml + src/exactlaunch), built into the
-# server's package set so that it runs on the venv's interpreter: it replaces the recipe's leading
-# `python` with sys.executable and its preflight finds sglang/deep_gemm through importlib.
+# The launcher's Python package (pkgs/server: pyproject.toml + src/exactlaunch, and src/gpuhost, the
+# driver discovery and NVML card reader it shares with the image entrypoint, the GPU checks and
+# bitexact), built into the server's package set so that it runs on the venv's interpreter: it replaces
+# the recipe's leading `python` with sys.executable and its preflight finds sglang/deep_gemm through
+# importlib.
 {
   lib,
   stdenv,
@@ -15,9 +17,12 @@ stdenv.mkDerivation {
     fileset = lib.fileset.unions [
       ./pyproject.toml
       ./src/exactlaunch
+      ./src/gpuhost
     ];
   };
   nativeBuildInputs = [ pyprojectHook ] ++ resolveBuildSystem { setuptools = [ ]; };
-  # Standard library only (pyproject.toml: dependencies = []).
-  passthru.dependencies = { };
+  # Standard library only, plus nvidia-ml-py for gpuhost's NVML reader (pyproject.toml).
+  passthru.dependencies = {
+    nvidia-ml-py = [ ];
+  };
 }

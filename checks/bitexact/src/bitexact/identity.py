@@ -1,57 +1,61 @@
-"""Who ran this: GPU name, driver and CUDA version (nvidia-smi), and the card slug that keys goldens."""
+"""Who ran this: the card, its driver and CUDA versions, read through NVML, and the slug that keys goldens.
+
+The reader and the card table are gpuhost's (pkgs/server/src/gpuhost, docs/cards.md), shared with the
+image entrypoint and the GPU checks; no host binary (nvidia-smi) is run. gpuhost ships with the server
+(its venv, where the GPU checks run bitexact) and installs with `pip install ./pkgs/server`; without it
+the card cannot be read here, and `--card SLUG` names it.
+"""
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
 from typing import Any
 
-# Card names as nvidia-smi prints them -> the slugs that name golden directories (DESIGN.md).
-KNOWN_CARDS = (
-    ("RTX PRO 6000 Blackwell", "rtx-pro-6000-blackwell"),
-    ("H200", "h200"),
-    ("H100", "h100"),
+from bitexact.errors import UsageError
+
+CPU = "cpu"
+NO_READER = (
+    "the card cannot be read: gpuhost (the NVML card reader, pkgs/server; `pip install ./pkgs/server`) "
+    "is not importable here; pass --card SLUG"
 )
 
 
-def slug_for(gpu_name: str) -> str:
-    for needle, slug in KNOWN_CARDS:
-        if needle.lower() in gpu_name.lower():
-            return slug
-    return re.sub(r"[^a-z0-9]+", "-", gpu_name.lower().removeprefix("nvidia ")).strip("-") or "unknown"
-
-
-def nvidia_smi() -> dict[str, Any]:
-    """{} when there is no nvidia-smi (a CPU machine)."""
-    if shutil.which("nvidia-smi") is None:
-        return {}
+def _gpuhost() -> Any:
     try:
-        query = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=True,
-        ).stdout
-        header = subprocess.run(["nvidia-smi"], capture_output=True, text=True, timeout=30).stdout
-    except (subprocess.SubprocessError, OSError):
+        import gpuhost
+    except ImportError as error:
+        raise UsageError(NO_READER) from error
+    return gpuhost
+
+
+def gpu_info() -> dict[str, Any]:
+    """Metadata for golden records: every card NVML lists, with its slug and the driver and CUDA
+    versions; {} on a machine without an NVIDIA driver; {"error": ...} when one is there but its cards
+    cannot be read (the record's key comes from --card or detect_card, not from this)."""
+    try:
+        gpuhost = _gpuhost()
+    except UsageError as error:
+        return {"error": str(error)}
+    from gpuhost.nvml import local_cards
+
+    try:
+        cards = local_cards()
+    except (gpuhost.NvmlError, gpuhost.DriverNotFound) as error:
+        return {"error": str(error)}
+    if cards is None:
         return {}
-    gpus = [
-        dict(
-            zip(("name", "driver", "compute_capability"), (f.strip() for f in line.split(",")), strict=False)
-        )
-        for line in query.strip().splitlines()
-    ]
-    cuda = re.search(r"CUDA Version:\s*([0-9.]+)", header)
     return {
-        "gpus": gpus,
-        "driver": gpus[0]["driver"] if gpus else None,
-        "cuda_driver_api": cuda.group(1) if cuda else None,
+        "cards": [{**card.to_json(), "slug": gpuhost.slug_for(card)} for card in cards],
+        "driver": cards[0].driver_version if cards else None,
+        "cuda_driver": cards[0].cuda_driver_version if cards else None,
     }
 
 
 def detect_card() -> str:
-    info = nvidia_smi()
-    gpus = info.get("gpus") or []
-    return slug_for(gpus[0]["name"]) if gpus else "cpu"
+    """The golden slug of this machine's card (gpuhost's table), `cpu` on a machine without an NVIDIA
+    driver. UsageError, naming --card, when a driver is there but its card cannot be named."""
+    gpuhost = _gpuhost()
+    try:
+        card = gpuhost.local_card()
+    except gpuhost.CardIdentityError as error:
+        raise UsageError(str(error)) from error
+    return CPU if card is None else gpuhost.slug_for(card)

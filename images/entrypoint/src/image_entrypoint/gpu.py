@@ -1,34 +1,30 @@
-"""Which GPUs the container sees, from nvidia-smi, and whether they are the recipe's card.
+"""Which GPUs the container sees, and whether they are the recipe's card: read through NVML from the
+driver libraries the NVIDIA container toolkit mounts, never by running `nvidia-smi`. The toolkit mounts
+that binary too, but it is a host glibc program and the image has no /lib64/ld-linux-x86-64.so.2 (a
+Nix rootfs), so exec'ing it fails; the entrypoint runs no host binary at all.
 
-nvidia-smi is what the NVIDIA container toolkit mounts (with the `utility` driver capability) next to
-libcuda, so asking it is the same path in tests (a recorded output behind a stand-in executable) and in
-production. The query and its output format:
-
-    nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader
-    NVIDIA H200, 9.0
+Driver discovery, the NVML reader and the card table are gpuhost's (pkgs/server/src/gpuhost), shared
+with the launcher, the GPU checks and bitexact: the entrypoint accepts exactly the cards the table
+gives the recipe's slug (docs/cards.md).
 """
 
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from gpuhost.cards import bits_verdict, rows_with_slug, slug_for
+from gpuhost.driver import DriverLibs, DriverNotFound, find_driver
+from gpuhost.nvml import CardIdentity, NvmlError, read_cards
 
 from image_entrypoint.checks import PreflightError
 
-QUERY = ("--query-gpu=name,compute_cap", "--format=csv,noheader")
 GPU_HINT = (
     "run the container with the NVIDIA container toolkit (`docker run --gpus all ...`, or "
-    "NVIDIA_VISIBLE_DEVICES=<ids> with the nvidia runtime)"
+    "NVIDIA_VISIBLE_DEVICES=<ids> with the nvidia runtime) and keep NVIDIA_DRIVER_CAPABILITIES="
+    "compute,utility (set in the image)"
 )
-
-
-@dataclass(frozen=True)
-class Gpu:
-    name: str
-    compute_cap: str
 
 
 @dataclass(frozen=True)
@@ -40,64 +36,46 @@ class Card:
     compute_cap: str
 
 
-def parse_query(text: str) -> list[Gpu]:
-    """GPUs from the CSV nvidia-smi prints for QUERY (one line per GPU, `name, compute_cap`)."""
-    gpus: list[Gpu] = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        name, sep, cap = line.rpartition(",")
-        if not sep or not name.strip() or not cap.strip():
-            raise PreflightError(f"cannot read nvidia-smi's line {line!r} (expected `name, compute_cap`)")
-        gpus.append(Gpu(name=name.strip(), compute_cap=cap.strip()))
-    return gpus
-
-
-def query_gpus(nvidia_smi: str = "nvidia-smi") -> list[Gpu]:
-    """Ask nvidia-smi (a path or a name on PATH) which GPUs are visible."""
-    exe = shutil.which(nvidia_smi)
-    if exe is None:
-        raise PreflightError(f"no GPU visible: `{nvidia_smi}` is not in the container; {GPU_HINT}")
+def find_gpus(environ: Mapping[str, str]) -> tuple[DriverLibs, list[CardIdentity]]:
+    """The driver's libraries and every card NVML lists."""
     try:
-        done = subprocess.run([exe, *QUERY], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise PreflightError(f"no GPU visible: running {exe} failed ({error}); {GPU_HINT}") from error
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip()[-400:]
-        raise PreflightError(f"no GPU visible: {exe} exited {done.returncode} ({said}); {GPU_HINT}")
-    gpus = parse_query(done.stdout)
-    if not gpus:
-        raise PreflightError(f"no GPU visible: nvidia-smi lists none; {GPU_HINT}")
-    return gpus
-
-
-def check_driver_library(name: str = "libcuda.so.1") -> None:
-    """The CUDA driver library must load: the toolkit mounts it under /usr/lib*, which the image's
-    LD_LIBRARY_PATH names next to /run/opengl-driver/lib (where Nix-built binaries look)."""
+        libs = find_driver(environ)
+    except DriverNotFound as error:
+        raise PreflightError(f"no GPU visible: {error}") from error
     try:
-        ctypes.CDLL(name)
+        cards = read_cards(libs)
+    except NvmlError as error:
+        raise PreflightError(f"no GPU visible: {error}; {GPU_HINT}") from error
+    if not cards:
+        raise PreflightError(f"no GPU visible: NVML ({libs.nvml}) lists no card; {GPU_HINT}")
+    return libs, cards
+
+
+def check_driver_library(libs: DriverLibs) -> None:
+    """The CUDA driver library must load (by the path discovery found: this process's library path
+    does not name it; the launcher gives the server one that does)."""
+    try:
+        ctypes.CDLL(str(libs.libcuda))
     except OSError as error:
         raise PreflightError(
-            f"the CUDA driver library {name} does not load ({error}); {GPU_HINT}, and keep "
-            "NVIDIA_DRIVER_CAPABILITIES=compute,utility (set in the image)"
+            f"the CUDA driver library {libs.libcuda} does not load ({error}); {GPU_HINT}"
         ) from error
 
 
-def check_card(gpus: Sequence[Gpu], card: Card, *, allow_other: bool) -> list[str]:
-    """Every visible GPU must be the recipe's card (name and compute capability): the bits depend on
-    the card (kernels choose tiles by SM count and architecture). Returns warnings when allowed."""
-    wrong = [g for g in gpus if g.name != card.name or g.compute_cap != card.compute_cap]
+def check_card(cards: Sequence[CardIdentity], card: Card, *, allow_other: bool) -> list[str]:
+    """Every visible card must have the recipe's slug in the card table: golden records and the
+    recipe's bits are per card. A refusal says, for each other card, whether its bits would match.
+    Returns warnings when other cards are allowed."""
+    wrong = [c for c in cards if slug_for(c) != card.slug]
     if not wrong:
         return []
-    seen = "; ".join(f"{g.name} (compute capability {g.compute_cap})" for g in wrong)
-    message = (
-        f"wrong card: the recipe is for {card.name} (compute capability {card.compute_cap}, slug "
-        f"{card.slug}) but the container sees {seen}"
-    )
+    accepted = " or ".join(r.name for r in rows_with_slug(card.slug)) or card.name
+    seen = "; ".join(f"{c.describe()}, slug {slug_for(c)}: {bits_verdict(c, card.slug)}" for c in wrong)
+    message = f"wrong card: the recipe is for {accepted} (slug {card.slug}) but the container sees {seen}"
     if allow_other:
         return [
-            f"{message}; going on because BITEXACT_ALLOW_OTHER_CARD=1 "
-            "(outputs will not match the recipe's card)"
+            f"{message}; going on because BITEXACT_ALLOW_OTHER_CARD=1 (outputs are exact on this card, "
+            "not known to equal the recipe's card's)"
         ]
     raise PreflightError(
         f"{message}. Pick the card with NVIDIA_VISIBLE_DEVICES, or set BITEXACT_ALLOW_OTHER_CARD=1 to "

@@ -1,7 +1,8 @@
 """`bitexact-entrypoint`: the image's entrypoint. Preflight, then exec bitexact-server on 0.0.0.0.
 
 Preflight, in order, each failure a one-paragraph message and exit 2:
-  1. GPU visible (nvidia-smi lists one, libcuda loads) and it is the recipe's card;
+  1. GPU visible (the driver's libraries found, NVML lists the cards, libcuda loads) and every card is
+     the recipe's card by the card table (docs/cards.md); no host binary is run;
   2. the repos the variant's argv names (--model-path, --speculative-draft-model-path) resolve offline
      in the hub cache to the recipe's revisions, every manifest file present with its size;
   3. the JIT cache volume is writable (else every start recompiles, or the start fails);
@@ -17,16 +18,17 @@ import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from exactlaunch.preflight import PreflightFailure
 from exactlaunch.preflight import preflight as engine_preflight
 from exactlaunch.recipe import Recipe, RecipeError, load_recipe
 from exactlaunch.variants import apply_variant, variant_named
+from gpuhost.cards import rows_with_slug
 
 from image_entrypoint.checks import PreflightError
-from image_entrypoint.gpu import Card, check_card, check_driver_library, query_gpus
+from image_entrypoint.gpu import Card, check_card, check_driver_library, find_gpus
 from image_entrypoint.weights import RepoWeights, check_weights, load_spec
 
 PROG = "bitexact-entrypoint"
@@ -43,10 +45,10 @@ class Settings:
     hub_cache: Path | None
     weights_spec: Path | None
     cache_volume: Path | None
-    nvidia_smi: str
-    libcuda: str
     allow_other_card: bool
     home: Path | None = None
+    # The environment driver discovery reads (BITEXACT_DRIVER_LIB, LD_LIBRARY_PATH).
+    environ: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -58,10 +60,9 @@ class Settings:
             hub_cache=Path(cache) if cache else None,
             weights_spec=Path(env["BITEXACT_WEIGHTS_SPEC"]) if env.get("BITEXACT_WEIGHTS_SPEC") else None,
             cache_volume=Path(env["BITEXACT_JIT_CACHE"]) if env.get("BITEXACT_JIT_CACHE") else None,
-            nvidia_smi=env.get("BITEXACT_NVIDIA_SMI", "nvidia-smi"),
-            libcuda=env.get("BITEXACT_LIBCUDA", "libcuda.so.1"),
             allow_other_card=env.get("BITEXACT_ALLOW_OTHER_CARD") == "1",
             home=Path(env["HOME"]) if env.get("HOME") else None,
+            environ=dict(env),
         )
 
 
@@ -71,6 +72,11 @@ def card_of(raw: Mapping[str, object], where: Path) -> Card:
         isinstance(card.get(k), str) for k in ("slug", "name", "computeCapability")
     ):
         raise PreflightError(f"{where}: `card` needs string slug, name and computeCapability")
+    if not rows_with_slug(card["slug"]):
+        raise PreflightError(
+            f"{where}: card.slug {card['slug']!r} is not in the card table "
+            "(pkgs/server/src/gpuhost/cards.json, docs/cards.md)"
+        )
     return Card(slug=card["slug"], name=card["name"], compute_cap=card["computeCapability"])
 
 
@@ -140,9 +146,9 @@ def run_preflight(
         raise PreflightError(str(error)) from error
     raw = json.loads(settings.recipe.read_text())
 
-    gpus = query_gpus(settings.nvidia_smi)
-    check_driver_library(settings.libcuda)
-    warnings = check_card(gpus, card_of(raw, settings.recipe), allow_other=settings.allow_other_card)
+    libs, cards = find_gpus(settings.environ)
+    check_driver_library(libs)
+    warnings = check_card(cards, card_of(raw, settings.recipe), allow_other=settings.allow_other_card)
 
     if settings.hub_cache is None:
         raise PreflightError("no hub cache: neither BITEXACT_HF_HUB_CACHE nor HF_HUB_CACHE is set")

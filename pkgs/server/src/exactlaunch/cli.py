@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuhost.driver import OVERRIDE_VAR, DriverLibs, DriverNotFound, driver_environment, find_driver
+
 from exactlaunch.environment import DEEP_GEMM_VAR, RECIPE_VAR, LaunchEnv, build_env
 from exactlaunch.preflight import installed_package_dir, preflight
 from exactlaunch.recipe import Recipe, RecipeError, load_recipe
@@ -35,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Start SGLang with the recipe's argv and environment, verbatim or as a named variant. "
-        "Only serving flags from the recipe's allowlist are added; free arguments are not accepted.",
+        "Only serving flags from the recipe's allowlist are added; free arguments are not accepted. "
+        "The NVIDIA driver's libraries are found on this host (NixOS, the container toolkit, FHS "
+        f"distributions) and put on the server's library path; {OVERRIDE_VAR}=DIR names them instead.",
     )
     parser.add_argument("--recipe", type=Path, help=f"recipe JSON (default: ${RECIPE_VAR})")
     parser.add_argument("--variant", default="recipe", help="variant name from the recipe (default: recipe)")
@@ -119,6 +123,15 @@ def main(args: Sequence[str] | None = None) -> int:
     except RecipeError as error:
         return _fail(str(error))
 
+    driver: DriverLibs | None = None
+    driver_vars: dict[str, str] = {}
+    try:
+        driver = find_driver(os.environ)
+        driver_vars, driver_notes = driver_environment(driver, os.environ)
+        launch.env.notes.extend(driver_notes)
+        driver_problem = None
+    except DriverNotFound as error:
+        driver_problem = str(error)
     for note in launch.env.notes:
         print(f"{PROG}: note: {note}", file=sys.stderr)
     if options.print:
@@ -127,6 +140,8 @@ def main(args: Sequence[str] | None = None) -> int:
             "exact": launch.exact,
             "argv": launch.argv,
             "env": launch.env.decided,
+            # This host's driver (not part of the recipe's env): what the server would get, or why not.
+            "driver": {**driver.to_json(), "env": driver_vars} if driver else {"error": driver_problem},
         }
         print(json.dumps(summary, indent=2))
         return 0
@@ -137,6 +152,11 @@ def main(args: Sequence[str] | None = None) -> int:
             for failure in failures:
                 print(f"  {failure}".replace("\n", "\n  "), file=sys.stderr)
             return 2
+    if driver_problem is not None:
+        # torch caches cuda availability at its first look: the driver must be on the library path
+        # of the server's process from its start, so the launcher refuses rather than starting blind.
+        return _fail(f"refusing to start: {driver_problem}")
+    launch.env.full.update(driver_vars)
     cache = launch.env.decided.get("SGLANG_DG_CACHE_DIR")
     if cache:
         Path(cache).mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from bitexact.commands.parity import _write_reports
 from bitexact.engines.base import Settings
 from bitexact.errors import UsageError
 from bitexact.golden import build_record, golden_path, load_golden, write_record
-from bitexact.identity import detect_card, nvidia_smi
+from bitexact.identity import detect_card, gpu_info
 from bitexact.presets import _side, load_recipe
 from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
 from bitexact.summary import comparison_summary
@@ -29,7 +29,10 @@ def add_parser(sub: Any) -> None:
     ):
         q = verbs.add_parser(name, help=helptext)
         q.add_argument("engine")
-        q.add_argument("--card", help="card slug (default: detected with nvidia-smi, 'cpu' without a GPU)")
+        q.add_argument(
+            "--card",
+            help="card slug (default: read through NVML, docs/cards.md; 'cpu' without an NVIDIA driver)",
+        )
         q.add_argument("--recipe", help="recipe JSON: its name keys the golden (default: $BITEXACT_RECIPE)")
         q.add_argument("--recipe-name", help="key goldens by this name instead of a recipe file's")
         q.add_argument(
@@ -80,7 +83,7 @@ def record(args: argparse.Namespace) -> int:
         "engine": args.engine,
         "engine_identity": identity,
         "build_id": args.build_id,
-        "gpu": nvidia_smi(),
+        "gpu": gpu_info(),
         "spec": spec_summary(gens, spec),
     }
     rec = build_record(

@@ -1,0 +1,43 @@
+"""Site-packages trees the exact-mode preflight accepts or refuses, from the real released wheels:
+`patched` (our series' marker applied to an empty sglang/, the sgl-deep-gemm 0.2.0 header with our fence)
+and `stock` (sglang 0.5.20 and sgl-deep-gemm 0.2.0 as shipped). Used by the entrypoint tests, in a
+process here and in a container."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from released_wheels import unpacked_wheel
+
+REPO = Path(__file__).resolve().parents[2]
+FENCED_HEADER = "deep_gemm/include/deep_gemm/impls/sm120_bf16_gemm.cuh"
+
+
+def apply_patch(root: Path, patch: Path, strip: int) -> None:
+    cmd = ["patch", f"-p{strip}", "--fuzz=0", "--batch", "--forward", "-i", str(patch)]
+    done = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def patched_tree(root: Path) -> Path:
+    """`root` (created) as a site-packages directory whose sglang and deep_gemm pass the preflight."""
+    (root / "sglang").mkdir(parents=True)
+    (root / "sglang" / "__init__.py").write_text("")
+    for patch in sorted((REPO / "patches" / "sglang").glob("0001-*.patch")):
+        apply_patch(root, patch, 2)
+    header = root / FENCED_HEADER
+    header.parent.mkdir(parents=True)
+    (root / "deep_gemm" / "__init__.py").write_text("")
+    shutil.copy(unpacked_wheel("sgl-deep-gemm", "0.2.0") / FENCED_HEADER, header)
+    apply_patch(root, REPO / "patches" / "deep-gemm" / "0001-sm120-fence.patch", 1)
+    return root
+
+
+def stock_tree(root: Path) -> Path:
+    """`root` (created) linking the released sglang 0.5.20 and sgl-deep-gemm 0.2.0 packages."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "sglang").symlink_to(unpacked_wheel("sglang", "0.5.20") / "sglang")
+    (root / "deep_gemm").symlink_to(unpacked_wheel("sgl-deep-gemm", "0.2.0") / "deep_gemm")
+    return root
