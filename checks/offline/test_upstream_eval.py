@@ -103,6 +103,11 @@ def test_host_binaries_need_the_loader() -> None:
         execs, "ln -s x $out/lib64/ld-linux-x86-64.so.2"
     ).passed
     assert check.image_runs_no_host_binary_without_loader({"gpu.py": "import pynvml"}, "").passed
+    # A docstring that says why nvidia-smi is not run is no use of it; a path to it is.
+    said = {"gpu.py": '"""Identity through NVML; never "nvidia-smi" (a host binary)."""\nimport pynvml\n'}
+    assert check.image_runs_no_host_binary_without_loader(said, "").passed
+    path = {"gpu.py": 'SMI = "/usr/bin/nvidia-smi"\n'}
+    assert not check.image_runs_no_host_binary_without_loader(path, "").passed
 
 
 def test_seed_downloads_nothing() -> None:

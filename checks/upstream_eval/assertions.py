@@ -4,8 +4,8 @@ Result: passed or not, with one line per finding, so a failure says what and whe
 
 from __future__ import annotations
 
+import ast
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -175,7 +175,28 @@ def image_tagged(image: Mapping[str, str]) -> Result:
     )
 
 
-HOST_EXEC = re.compile(r"""["'](?:/usr/bin/)?nvidia-smi["']""")
+HOST_BINARIES = ("nvidia-smi",)
+
+
+def names_host_binary(source: str) -> bool:
+    """Whether Python code holds a host binary's name as a string value (an argv element, a path),
+    docstrings aside: what the NVIDIA container toolkit mounts into the image (nvidia-smi)."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return any(
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and node.value.rsplit("/", 1)[-1] in HOST_BINARIES
+        for node in ast.walk(tree)
+    )
 
 
 def image_runs_no_host_binary_without_loader(
@@ -184,7 +205,7 @@ def image_runs_no_host_binary_without_loader(
     """A host binary the NVIDIA container toolkit mounts (nvidia-smi) needs the host's loader at
     /lib64/ld-linux-x86-64.so.2, which a Nix rootfs lacks: the entrypoint runs none, or the image has
     the link."""
-    users = sorted(path for path, text in entrypoint_sources.items() if HOST_EXEC.search(text))
+    users = sorted(path for path, text in entrypoint_sources.items() if names_host_binary(text))
     loader = "ld-linux-x86-64.so.2" in rootfs_script
     ok = not users or loader
     return Result(
