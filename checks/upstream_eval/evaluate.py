@@ -108,11 +108,19 @@ def evaluate(args: argparse.Namespace, scratch: Path, log: list[str]) -> list[ch
     )
     error = str(NixError("nix flake check --no-build", done.stderr))
     if done.returncode != 0:
-        # The same with IFD allowed (the placeholder source is in the store, so nothing is built):
-        # tells an import-from-derivation failure from any other.
-        allowed = nix.flake_check(ifd=True)
-        log.append(f"nix flake check --no-build (IFD on): exit {allowed.returncode}")
-        error += f"\n    with allow-import-from-derivation = true: exit {allowed.returncode}"
+        # Every package's and check's derivation with IFD allowed (the placeholder source is in the
+        # store, so nothing is built; `flake check --no-build` itself writes no derivation, so IFD
+        # cannot work there): tells an import-from-derivation failure from any other.
+        drvs = "builtins.mapAttrs (n: d: d.drvPath)"
+        allowed = [
+            nix.run(["eval", "--json", f"{nix.ref}#{o}.{SYSTEM}", "--apply", drvs], True)
+            for o in ("packages", "checks")
+        ]
+        verdict = "evaluate" if all(a.returncode == 0 for a in allowed) else "fail too"
+        log.append(
+            f"with allow-import-from-derivation = true, every package's and check's derivation: {verdict}"
+        )
+        error += f"\n    with allow-import-from-derivation = true, every package and check would {verdict}"
     results.append(check.evaluates_without_ifd(done.returncode, error))
 
     recipe = json.loads((flake / "nix" / "recipes" / "qwen3.8-27b-exact.json").read_text())
