@@ -127,7 +127,10 @@ def export_flake(repo: Path, rev: str, dest: Path) -> str:
         ).stdout.strip()
     )
     gitdir = gitdir if gitdir.is_absolute() else (repo / gitdir).resolve()
-    commit = git(gitdir, "rev-parse", f"{rev}^{{commit}}")
+    # Resolved in the checkout itself: in a worktree, HEAD is the worktree's, not the common dir's.
+    commit = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", f"{rev}^{{commit}}"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     export(gitdir, commit, dest)
     return commit
 
