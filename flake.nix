@@ -18,10 +18,9 @@
       inputs.uv2nix.follows = "uv2nix";
       inputs.nixpkgs.follows = "nixpkgs";
     };
-    nix2container = {
-      url = "github:nlewo/nix2container";
-      inputs.nixpkgs.follows = "nixpkgs";
-    };
+    # No `follows`: nix2container's skopeo patch and nix2container-bin's vendorHash are tested against
+    # the nixpkgs of its own flake.lock (the patch has broken on newer skopeo before), so it keeps it.
+    nix2container.url = "github:nlewo/nix2container";
   };
 
   # Everything else lives in nix/: builtins-only logic in nix/lib, nixpkgs-facing outputs in

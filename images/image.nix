@@ -9,8 +9,10 @@
 # paths by popularity over the whole closure. Neither puts an image tarball in the store; both leave
 # layers uncompressed (safetensors do not compress).
 #
-# Loading: `nix run .#image.copyToDockerDaemon`, or
-# `nix run .#image.copyTo -- docker-archive:/var/tmp/bitexact.tar` then `docker load -i` that file.
+# Loading: `nix run .#image.copyToDockerDaemon` (skopeo to docker-daemon:<name>:<tag>), or
+# `nix run .#image.copyTo -- docker-archive:/var/tmp/bitexact.tar:<name>:<tag>` then `docker load -i`
+# that file. The tag is set (the recipe's name): with `tag = null` nix2container would tag with the
+# image description's store hash, and copyToDockerDaemon / copyToRegistry would push that.
 {
   lib,
   runCommand,
@@ -27,7 +29,8 @@
   # pkgs/weights (an HF hub cache with passthru.files / completeness) or null for the dev image.
   weights ? null,
   name ? "bitexact-sglang",
-  tag ? null,
+  # The image tag (nix2container's `tag`; null would make it the output hash).
+  tag ? recipe.name,
   port ? 30000,
   # The repository's URL for org.opencontainers.image.source, when known.
   source ? null,

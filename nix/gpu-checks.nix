@@ -7,24 +7,28 @@
   recipe,
   mkServer,
   packages,
+  # The server env's interpreter (pkgs/server-env: python312): pytest and bitexact are built for it.
+  python,
   ...
 }:
 let
   server = mkServer { };
   inherit (server.passthru) venv sglang;
   # checks/gpu runs on the server venv's interpreter (its torch and triton) with pytest from nixpkgs
-  # for the same Python minor version.
+  # for the same Python. The venv's site-packages come first on PYTHONPATH, so nixpkgs' pytest and
+  # its dependencies (packaging, pluggy, ...) never shadow the venv's own packages.
   kernelPython = pkgs.writeShellScriptBin "python" ''
-    export PYTHONPATH=${pkgs.python312.pkgs.makePythonPath [ pkgs.python312.pkgs.pytest ]}''${PYTHONPATH:+:$PYTHONPATH}
+    export PYTHONPATH=${venv}/${python.sitePackages}:${python.pkgs.makePythonPath [ python.pkgs.pytest ]}''${PYTHONPATH:+:$PYTHONPATH}
     exec ${venv}/bin/python "$@"
   '';
   bitexactPackage =
     packages.bitexact
       or (throw "gpu-checks: packages.bitexact is missing (checks/bitexact/package.nix provides it)");
-  # bitexact (pure Python) on the server venv's interpreter: the long-prompt reference tokenizes its
-  # text with the model's own tokenizer (`--tokenizer <snapshot>`), through the server's transformers.
+  # bitexact (pure Python, built for the same interpreter) on the server venv's Python: the
+  # long-prompt reference tokenizes its text with the model's own tokenizer (`--tokenizer
+  # <snapshot>`), through the server's transformers.
   bitexact = pkgs.writeShellScriptBin "bitexact" ''
-    export PYTHONPATH=${bitexactPackage}/${pkgs.python3.sitePackages}''${PYTHONPATH:+:$PYTHONPATH}
+    export PYTHONPATH=${bitexactPackage}/${python.sitePackages}''${PYTHONPATH:+:$PYTHONPATH}
     exec ${venv}/bin/python -m bitexact "$@"
   '';
   built = pkgs.callPackage ./gpu-checks-build.nix {
@@ -36,7 +40,7 @@ let
       ;
     recipeFile = ./recipes + "/${recipe.name}.json";
     weights = pkgs.callPackage ../pkgs/weights { inherit recipe; };
-    sglangTree = "${sglang}/${pkgs.python312.sitePackages}";
+    sglangTree = "${sglang}/${python.sitePackages}";
   };
 in
 built.checks

@@ -84,8 +84,9 @@ let
     cpu-checks = pkgs.linkFarm "bitexact-cpu-checks" (
       lib.mapAttrsToList (name: path: { inherit name path; }) cpuChecks
     );
-    # The bitexact tool (a python3Packages-style package).
-    bitexact = pkgs.python3Packages.callPackage ../checks/bitexact/package.nix { };
+    # The bitexact tool, built for the server env's Python (the GPU checks load it into that venv):
+    # the package takes `python3Packages`, which would otherwise be nixpkgs' default Python.
+    bitexact = pkgs.callPackage ../checks/bitexact/package.nix { python3Packages = serverEnv.python.pkgs; };
   }
   # The OCI images, the weights they bake, seed-weights and image-layer-sizes (images/default.nix).
   # image-dev bakes no weights, so only the server's pins gate it.
@@ -139,6 +140,7 @@ let
         mkServer
         packages
         ;
+      inherit (serverEnv) python;
     }
   );
 in

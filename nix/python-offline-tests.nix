@@ -12,6 +12,7 @@ let
       "checks/bitexact/src"
       "checks/bitexact/tests"
       "checks/gpu"
+      "checks/upstream_eval"
       "docs/cards.md"
       "images/entrypoint/src"
       "images/layer_sizes.py"

@@ -117,12 +117,19 @@ def gpu_checks(locked: dict[str, Path], port: int, kernels: bool, what: str) -> 
 
 
 def test_every_gpu_check_needs_the_cuda_feature(locked: dict[str, Path]) -> None:
-    shown = "builtins.mapAttrs (n: c: { inherit (c) requiredSystemFeatures; }) g.checks"
+    # The step that runs on the card asks for `cuda`; the check (the verdict) only reads the step's
+    # status file, so it asks for nothing and any builder can decide it.
+    shown = (
+        "builtins.mapAttrs (n: c: { verdict = c.requiredSystemFeatures or [ ]; "
+        "run = c.run.requiredSystemFeatures or [ ]; }) g.checks"
+    )
     without = gpu_checks(locked, 30000, False, shown)
     assert sorted(without) == sorted(batteries())
     with_kernels = gpu_checks(locked, 30000, True, shown)
     assert sorted(with_kernels) == sorted([*batteries(), "gpu-kernels"])
-    assert all(c["requiredSystemFeatures"] == ["cuda"] for c in with_kernels.values())
+    assert all(c == {"verdict": [], "run": ["cuda"]} for c in with_kernels.values()), with_kernels
+    references = gpu_checks(locked, 30000, True, "builtins.mapAttrs (n: r: r.requiredSystemFeatures) g.runs")
+    assert set(map(tuple, references.values())) == {("cuda",)}
     app = gpu_checks(locked, 30000, False, "{ inherit (g.record-golden) name text; }")
     assert app["name"] == "record-golden"
     assert "bitexact golden record" in app["text"] and "--golden-dir checks/golden" in app["text"]
@@ -276,11 +283,13 @@ def test_the_outputs_adapter() -> None:
     cuda feature, and the record-golden app on gpu-golden's passthru."""
     got = nix_eval(
         f"let d = {NIXPKGS_DOUBLES}; out = import ./nix/gpu-checks.nix {{ pkgs = d; recipe = {READ_RECIPE}; "
-        'packages.bitexact = "/fake-store/bitexact"; '
+        'packages.bitexact = "/fake-store/bitexact"; python = d.python312; '
         'mkServer = args: { outPath = "/fake-store/server"; '
         'passthru = { venv = "/fake-store/venv"; sglang = "/fake-store/sglang"; }; }; }; '
         "in { names = builtins.attrNames out; "
-        "features = builtins.mapAttrs (n: c: c.requiredSystemFeatures) out; "
+        "features = builtins.mapAttrs (n: c: c.run.requiredSystemFeatures) out; "
+        'kernelPython = (builtins.head (builtins.filter (p: (p.name or "") == "python") '
+        "out.gpu-kernels.run.nativeBuildInputs)).text; "
         # nix/outputs.nix reads it as gpu-golden.recordGolden (passthru lands on the derivation).
         "app = out.gpu-golden.recordGolden.name; "
         "tree = out.gpu-kernels.run.BITEXACT_SGLANG_TREE; "
@@ -297,9 +306,15 @@ def test_the_outputs_adapter() -> None:
     # from the start, TRITON_LIBCUDA_PATH set); no step looks for a host binary (nvidia-smi).
     assert "/fake-store/server/bin/bitexact-driver exec \\\n  python -m pytest" in got["python"]
     assert "TRITON_LIBCUDA_PATH=" not in got["python"] and "/run/opengl-driver/bin" not in got["python"]
-    # bitexact runs on the server venv's Python (its transformers tokenizes the long prompts).
+    # bitexact runs on the server venv's Python (its transformers tokenizes the long prompts), built for
+    # that Python (3.12), not nixpkgs' default python3.
     assert "exec /fake-store/venv/bin/python -m bitexact" in got["bitexact"]
-    assert "/fake-store/bitexact/lib/python3.13/site-packages" in got["bitexact"]
+    assert "export PYTHONPATH=/fake-store/bitexact/lib/python3.12/site-packages" in got["bitexact"]
+    # The kernel tests' Python: the venv's packages ahead of nixpkgs' pytest (and its packaging, ...).
+    pythonpath = got["kernelPython"].split("export PYTHONPATH=", 1)[1].split("${", 1)[0].split(":")
+    assert pythonpath[0] == "/fake-store/venv/lib/python3.12/site-packages", pythonpath
+    assert pythonpath[1:] == ["/fake-store/pytest/lib/python3.12/site-packages"], pythonpath
+    assert "exec /fake-store/venv/bin/python" in got["kernelPython"]
 
 
 def test_gpu_kernels_fails_on_skipped_or_missing_tests(tmp_path: Path) -> None:
@@ -307,7 +322,7 @@ def test_gpu_kernels_fails_on_skipped_or_missing_tests(tmp_path: Path) -> None:
     does without CUDA) must fail the check; all tests run must pass it."""
     script = nix_eval(
         f"let d = {NIXPKGS_DOUBLES}; out = import ./nix/gpu-checks.nix {{ pkgs = d; recipe = {READ_RECIPE}; "
-        'packages.bitexact = "/b"; mkServer = a: { outPath = "/s"; '
+        'packages.bitexact = "/b"; python = d.python312; mkServer = a: { outPath = "/s"; '
         'passthru = { venv = "/v"; sglang = "/g"; }; }; }; in out.gpu-kernels.run.script'
     )
     guard = script.split("<<'EOF'\n", 1)[1].split("\nEOF", 1)[0]

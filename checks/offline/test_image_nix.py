@@ -115,6 +115,16 @@ def test_baked_image_config(locked: dict[str, Path]) -> None:
     assert config["Labels"]["dev.bitexact.model"] == f"{MODEL['repo']}@{MODEL['revision']}"
 
 
+def test_both_images_are_tagged_with_the_recipe(locked: dict[str, Path]) -> None:
+    """nix2container tags with the image description's store hash when `tag` is null, and its
+    copyToDockerDaemon / copyToRegistry push `<name>:<tag>`: README's `docker run` names need a set tag."""
+    assert image(locked)["tag"] == RECIPE["name"]
+    assert image(None)["tag"] == RECIPE["name"]
+    # images/default.nix builds both with that default (the dev image under its own name).
+    got = nix_eval(f"let d = {NIXPKGS_DOUBLES}; out = {ADAPTER}; in {{ inherit (out.image-dev) name tag; }}")
+    assert got == {"name": "bitexact-sglang-dev", "tag": RECIPE["name"]}
+
+
 def test_dev_image_has_no_weights() -> None:
     img = image(None)
     assert [layer["created_by"] for layer in img["layers"]] == ["bitexact: server closure"]

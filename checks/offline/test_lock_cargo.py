@@ -1,5 +1,6 @@
 """pinlock's Cargo path: git dependencies of Cargo.lock files -> importCargoLock outputHashes, end to end
-from file:// tarballs, each hash checked against Nix's own unpack of the same `git archive`."""
+from file:// tarballs, each hash checked against Nix's own unpack of the same `git archive`; and the lock
+files themselves, committed under nix/pins/sglang-cargo-locks/ for the flake to evaluate from."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 import pytest
 from lock_testing import git_archive, git_repo, nix_unpacked_sri
 from pinlock import commands
-from pinlock.cargo import GitDependency, git_dependencies, output_hashes
-from pinlock.pins import CARGO_PIN, PinError
+from pinlock.cargo import GitDependency, committed_locks_present, git_dependencies, output_hashes
+from pinlock.pins import CARGO_LOCKS, CARGO_PIN, PinError
 
 SHA_A = "0123456789abcdef0123456789abcdef01234567"
 SHA_B = "89abcdef0123456789abcdef0123456789abcdef"
@@ -135,6 +136,7 @@ version = "0.9.0"
 source = "git+https://github.com/acme/gadget.git?branch=main#{gadget_rev}"
 """
     sglang_rev = git_repo(tmp_path / "sglang", {"rust/Cargo.lock": lock, "rust/ext/Cargo.lock": ext_lock})
+    locks = {"rust/Cargo.lock": lock, "rust/ext/Cargo.lock": ext_lock}
     for repo, rev in (("widget", widget_rev), ("gadget", gadget_rev), ("sglang", sglang_rev)):
         owner = "sgl-project" if repo == "sglang" else "acme"
         archives[(owner, repo, rev)] = git_archive(
@@ -157,6 +159,7 @@ source = "git+https://github.com/acme/gadget.git?branch=main#{gadget_rev}"
         "widget": widget_rev,
         "gadget": gadget_rev,
         "sglang": sglang_rev,
+        "locks": locks,
     }
 
 
@@ -175,8 +178,39 @@ def test_lock_src_and_cargo_end_to_end(world: dict[str, object]) -> None:
     gadget = nix_unpacked_sri(archives[("acme", "gadget", world["gadget"])])
     assert pin == {
         "rev": world["sglang"],
+        "locks": ["rust/Cargo.lock", "rust/ext/Cargo.lock"],
         "outputHashes": {"gadget-0.9.0": gadget, "widget-0.3.1": widget, "widget-macros-0.3.1": widget},
     }
+    # The lock files themselves, byte for byte, where the pin says (the flake reads them from there).
+    locks = world["locks"]
+    assert isinstance(locks, dict)
+    for rel, text in locks.items():
+        assert (ctx.root / CARGO_LOCKS / rel).read_text() == text
+    assert sorted(
+        p.relative_to(ctx.root / CARGO_LOCKS).as_posix() for p in (ctx.root / CARGO_LOCKS).rglob("*.lock")
+    ) == sorted(locks)
+
+
+def test_cargo_rewrites_locks_of_an_earlier_run_and_reruns_when_one_is_missing(
+    world: dict[str, object],
+) -> None:
+    ctx = world["ctx"]
+    assert isinstance(ctx, commands.Context)
+    stale = ctx.root / CARGO_LOCKS / "rust" / "gone" / "Cargo.lock"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("version = 3\n")
+    with commands.workspace(ctx):
+        commands.lock_cargo(ctx)
+    assert not stale.exists()  # a workspace the source no longer has leaves no lock behind
+    # A pin whose lock file was deleted is not "already pinned": the next run writes it again.
+    (ctx.root / CARGO_LOCKS / "rust" / "ext" / "Cargo.lock").unlink()
+    with commands.workspace(ctx):
+        commands.lock_cargo(ctx)
+    assert (ctx.root / CARGO_LOCKS / "rust" / "ext" / "Cargo.lock").is_file()
+    pin = json.loads((ctx.root / CARGO_PIN).read_text())
+    assert committed_locks_present(pin, ctx.root / CARGO_LOCKS)
+    assert not committed_locks_present({**pin, "locks": ["rust/none/Cargo.lock"]}, ctx.root / CARGO_LOCKS)
+    assert not committed_locks_present({"rev": pin["rev"]}, ctx.root / CARGO_LOCKS)
 
 
 def test_cargo_resumes_from_cache_and_skips_when_pinned(world: dict[str, object]) -> None:

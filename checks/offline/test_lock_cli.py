@@ -38,7 +38,9 @@ def test_status_passes_when_everything_is_pinned(tmp_path: Path, capsys: pytest.
     write_json(
         root / "nix/pins/sglang-src.json", {"owner": "o", "repo": "r", "rev": "0" * 40, "narHash": "x"}
     )
-    write_json(root / "nix/pins/sglang-cargo.json", {"outputHashes": {}})
+    write_json(root / "nix/pins/sglang-cargo.json", {"locks": ["rust/Cargo.lock"], "outputHashes": {}})
+    (root / "nix/pins/sglang-cargo-locks/rust").mkdir(parents=True)
+    (root / "nix/pins/sglang-cargo-locks/rust/Cargo.lock").write_text("version = 4\n")
     for key in ("model", "drafter"):
         org, name = recipe[key]["repo"].split("/")
         write_json(root / f"pkgs/weights/manifests/{org}--{name}.json", {"revision": recipe[key]["revision"]})

@@ -182,18 +182,39 @@ def test_missing_pins_are_listed_for_the_pins_check() -> None:
     assert missing == [
         "nix/pins/sglang-src.json: narHash",
         "nix/pins/sglang-cargo.json: outputHashes",
+        "nix/pins/sglang-cargo.json: locks",
         "nix/pins/wheel-stubs.json: cuda-tile",
         "weights manifest: incoai/Qwen3.8-27B-DFlash2",
     ]
 
 
-def test_cargo_locks_merge_into_one_vendor_list() -> None:
-    text = value(f"lib.cargo.mergedLockText (map lib.cargo.parse (lib.cargo.lockFiles {FIXTURES}/rust))")
-    packages = [block for block in text.split("[[package]]") if "name =" in block]
-    names = [block.split('name = "')[1].split('"')[0] for block in packages]
-    assert names == ["serde", "tch", "tonic"]  # serde is in both locks, vendored once
-    git = value(f"lib.cargo.gitDependencies (map lib.cargo.parse (lib.cargo.lockFiles {FIXTURES}/rust))")
-    assert git == ["tonic-0.12.3"]
+def test_cargo_locks_come_from_the_pins_not_the_fetched_source() -> None:
+    """The Cargo locks are committed files under nix/pins (no import-from-derivation), main workspace
+    first; each lock's importCargoLock gets only the hashes of its own git dependencies."""
+    pin = f"(lib.pins.read {FIXTURES}/pins-complete/sglang-cargo.json)"
+    locks = (
+        f"lib.pins.cargoLocks {{ pin = {pin}; locksDir = {FIXTURES}/pins-complete/sglang-cargo-locks; "
+        'rev = "542a043f1b68796d269ef1ee11be7865f8d4a5f1"; }'
+    )
+    got = value(
+        f"map (l: {{ inherit (l) path; hashes = lib.cargo.outputHashesFor l.lock {pin}.outputHashes; }}) "
+        f"({locks})"
+    )
+    assert got == [
+        {
+            "path": "rust/Cargo.lock",
+            "hashes": {"tonic-0.12.3": "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="},
+        },
+        {"path": "rust/ext/Cargo.lock", "hashes": {}},
+    ]
+    absent = error(
+        f"lib.pins.cargoLocks {{ pin = lib.pins.read {ROOT}/nix/pins/none.json; "
+        f"locksDir = {ROOT}/nix/pins/none; "
+        'rev = "542a043f1b68796d269ef1ee11be7865f8d4a5f1"; }'
+    )
+    assert "nix/pins/sglang-cargo.json locks" in absent and LOCK_HINT in absent
+    stale = error(locks.replace("542a043f1b68796d269ef1ee11be7865f8d4a5f1", "0" * 40))
+    assert "written for sglang 542a043f" in stale and LOCK_HINT in stale
 
 
 def test_patch_series_is_every_patch_file_in_name_order() -> None:

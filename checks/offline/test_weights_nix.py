@@ -178,3 +178,17 @@ def test_the_seed_script_passes_shellcheck(locked: dict[str, Path]) -> None:
     """writeShellApplication runs shellcheck when it builds; a finding would break `.#seed-weights`."""
     done = shellcheck_as_nixpkgs(evaluate(locked, "w.seed.text"), locked["tmp"])
     assert done.returncode == 0, done.stdout
+
+
+def test_the_seed_script_depends_on_no_fetch(locked: dict[str, Path]) -> None:
+    """`nix run .#seed-weights` must not download the weights before it runs: its text names each
+    file's store path as data, with no derivation (the fetches') in its string context."""
+    got = evaluate(
+        locked,
+        "{ context = builtins.attrNames (builtins.getContext w.seed.text); "
+        "paths = builtins.concatLists (map builtins.attrValues (builtins.attrValues "
+        "(builtins.mapAttrs (r: builtins.mapAttrs (p: f: f.outPath)) w.files))); inherit (w.seed) text; }",
+    )
+    assert got["context"] == []
+    # ... while it still names every file's store path.
+    assert got["paths"] and all(path in got["text"] for path in got["paths"])

@@ -1,33 +1,24 @@
 # Cargo lock handling for SGLang's Rust extensions. Builtins only.
-# SGLang keeps more than one Cargo workspace under rust/ (a main workspace and stand-alone
-# extension crates with their own Cargo.lock); one vendor directory serves all of them, so the
-# locks are merged into one package list for rustPlatform.importCargoLock.
+# SGLang keeps more than one Cargo workspace under rust/ (the main workspace and stand-alone extension
+# crates with their own Cargo.lock, which python/setup.py builds with `--locked`). The locks are
+# committed beside the pins (nix/pins/sglang-cargo-locks/, written by `nix run .#lock`) so that
+# evaluation reads no fetched source; each becomes one rustPlatform.importCargoLock vendor directory and
+# pkgs/sglang joins them into the one directory cargo's source replacement points at.
 let
   inherit (builtins)
     attrNames
     concatLists
-    concatStringsSep
+    elem
     filter
     fromTOML
     hasAttr
+    head
     listToAttrs
-    pathExists
-    readDir
     readFile
     sort
     substring
-    toJSON
+    tail
     ;
-
-  # Cargo.lock files of `dir` (a path) itself and of its direct subdirectories, sorted.
-  lockFiles =
-    dir:
-    let
-      entries = readDir dir;
-      subdirs = filter (n: entries.${n} == "directory") (attrNames entries);
-      candidates = [ (dir + "/Cargo.lock") ] ++ map (n: dir + "/${n}/Cargo.lock") (sort (a: b: a < b) subdirs);
-    in
-    filter pathExists candidates;
 
   # Third-party packages (those with a `source`) of a parsed Cargo.lock.
   sourced = lock: filter (p: hasAttr "source" p) (lock.package or [ ]);
@@ -36,56 +27,56 @@ let
 
   key = p: "${p.name}-${p.version}";
 
-  # "name-version" of every git dependency, the keys importCargoLock wants in outputHashes.
-  gitDependencies =
-    locks: sort (a: b: a < b) (attrNames (listToAttrs (map (p: { name = key p; value = null; }) (filter isGit (concatLists (map sourced locks))))));
+  unique = xs: attrNames (listToAttrs (map (x: { name = x; value = null; }) xs));
 
-  # One Cargo.lock (the newest input version) holding the union of the locks' third-party packages, deduplicated
-  # by (name, version, source). Only the fields importCargoLock reads are kept.
-  mergedLockText =
-    locks:
-    let
-      all = concatLists (map sourced locks);
-      unique = attrNames (
-        listToAttrs (
-          map (p: {
-            name = toJSON [
-              p.name
-              p.version
-              p.source
-              (p.checksum or null)
-            ];
-            value = null;
-          }) all
-        )
-      );
-      render =
-        k:
-        let
-          f = builtins.fromJSON k;
-          field = n: v: "${n} = ${toJSON v}\n";
-        in
-        "[[package]]\n"
-        + field "name" (builtins.elemAt f 0)
-        + field "version" (builtins.elemAt f 1)
-        + field "source" (builtins.elemAt f 2)
-        + (if builtins.elemAt f 3 == null then "" else field "checksum" (builtins.elemAt f 3))
-        + "\n";
-    in
-    "version = ${toString (builtins.foldl' (v: l: if (l.version or 3) > v then l.version or 3 else v) 3 locks)}\n\n"
-    + concatStringsSep "" (map render unique);
+  # "name-version" of every git dependency, the keys importCargoLock wants in outputHashes.
+  gitDependencies = locks: unique (map key (filter isGit (concatLists (map sourced locks))));
 
   # Git dependencies that have no entry in outputHashes (empty when everything is pinned).
   missingOutputHashes = locks: outputHashes: filter (k: !(hasAttr k outputHashes)) (gitDependencies locks);
+
+  # The outputHashes one lock's importCargoLock takes: a key naming no git dependency of that lock
+  # makes importCargoLock throw ("A hash was specified for ..."), so each lock gets its own subset.
+  outputHashesFor =
+    lock: outputHashes:
+    listToAttrs (
+      map (k: {
+        name = k;
+        value = outputHashes.${k};
+      }) (filter (k: hasAttr k outputHashes) (gitDependencies [ lock ]))
+    );
+
+  # Git sources of the extension locks (all but the first) that the main lock (the first) lacks. The
+  # joined vendor directory carries the main lock's .cargo/config.toml, whose source replacements
+  # cover only the main lock's git sources.
+  unreplacedGitSources =
+    locks:
+    let
+      mainSources = map (p: p.source) (filter isGit (sourced (head locks)));
+    in
+    unique (
+      filter (s: !(elem s mainSources)) (map (p: p.source) (filter isGit (concatLists (map sourced (tail locks)))))
+    );
+
+  # "name-version" keys that two locks take from different sources: the vendor directories name a crate
+  # by name-version alone, so joining them would keep one and build the other lock against it.
+  conflictingCrates =
+    locks:
+    let
+      all = concatLists (map sourced locks);
+      sourcesOf = k: unique (map (p: p.source) (filter (p: key p == k) all));
+    in
+    sort (a: b: a < b) (filter (k: builtins.length (sourcesOf k) > 1) (unique (map key all)));
 
   parse = path: fromTOML (readFile path);
 in
 {
   inherit
-    lockFiles
     gitDependencies
-    mergedLockText
     missingOutputHashes
+    outputHashesFor
+    unreplacedGitSources
+    conflictingCrates
     parse
     ;
 }

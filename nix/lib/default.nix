@@ -7,6 +7,8 @@
   cargo = import ./cargo.nix;
   patches = import ./patches.nix;
   unfree = import ./unfree.nix;
+  # Per-wheel autoPatchelf / driver-runpath plan from pkgs/server-env/elf-needs.json.
+  wheelFixups = import ./wheel-fixups.nix;
   # The weights and image parts (their own tests: checks/offline/test_{hfcache,image}*.py).
   hfCache = import ./hf-cache.nix;
   imagePlan = import ./image-plan.nix;

@@ -2,6 +2,7 @@
 # A hash this machine could not compute is a missing key (or file), never a placeholder; anything
 # that needs it throws one line naming the command that fills it.
 let
+  cargo = import ./cargo.nix;
   inherit (builtins)
     concatLists
     fromJSON
@@ -48,6 +49,39 @@ let
     else
       pin.outputHashes;
 
+  # The committed Cargo locks of the SGLang source at `rev`, main workspace first, each as
+  # { path = "rust/Cargo.lock" (its place in the source tree); file (under `locksDir`); lock (parsed) }.
+  # `pin` is nix/pins/sglang-cargo.json: { rev, locks = [ paths ], outputHashes }. Reading committed
+  # files instead of the fetched tree keeps evaluation free of import-from-derivation.
+  cargoLocks =
+    {
+      pin,
+      locksDir,
+      rev,
+    }:
+    let
+      one =
+        path:
+        let
+          file = locksDir + "/${path}";
+        in
+        if pathExists file then
+          {
+            inherit path file;
+            lock = cargo.parse file;
+          }
+        else
+          absent "nix/pins/sglang-cargo-locks/${path} (listed in nix/pins/sglang-cargo.json)";
+    in
+    if pin == null || !(hasAttr "locks" pin) then
+      absent "nix/pins/sglang-cargo.json locks (SGLang's Cargo.lock files)"
+    else if (pin.rev or null) != rev then
+      throw "nix/pins/sglang-cargo.json was written for sglang ${toString (pin.rev or "(no rev)")} but nix/pins/sglang-src.json pins ${rev}: run `${lockCommand}` on a machine with network access and commit nix/pins/"
+    else if pin.locks == [ ] then
+      throw "nix/pins/sglang-cargo.json lists no Cargo.lock: run `${lockCommand}` on a machine with network access and commit nix/pins/"
+    else
+      map one pin.locks;
+
   # fetchurl arguments for a {url, hash} pin.
   urlSrc =
     name: pin:
@@ -73,18 +107,28 @@ let
     }:
     let
       src = read (pinsDir + "/sglang-src.json");
-      cargo = read (pinsDir + "/sglang-cargo.json");
+      cargoPin = read (pinsDir + "/sglang-cargo.json");
       stubs = read (pinsDir + "/wheel-stubs.json");
       stubOk = n: stubs != null && hasAttr n stubs && isSriSha256 (stubs.${n}.hash or null);
     in
     concatLists [
       (if src != null && isSriSha256 (src.narHash or null) then [ ] else [ "nix/pins/sglang-src.json: narHash" ])
       (
-        if cargo == null || !(hasAttr "outputHashes" cargo) then
+        if cargoPin == null || !(hasAttr "outputHashes" cargoPin) then
           [ "nix/pins/sglang-cargo.json: outputHashes" ]
         else
           map (k: "nix/pins/sglang-cargo.json: ${k} is not an SRI sha256") (
-            builtins.filter (k: !(isSriSha256 cargo.outputHashes.${k})) (builtins.attrNames cargo.outputHashes)
+            builtins.filter (k: !(isSriSha256 cargoPin.outputHashes.${k})) (
+              builtins.attrNames cargoPin.outputHashes
+            )
+          )
+      )
+      (
+        if cargoPin == null || !(hasAttr "locks" cargoPin) then
+          [ "nix/pins/sglang-cargo.json: locks" ]
+        else
+          map (p: "nix/pins/sglang-cargo-locks/${p}") (
+            builtins.filter (p: !(pathExists (pinsDir + "/sglang-cargo-locks/${p}"))) cargoPin.locks
           )
       )
       (concatLists (map (n: if stubOk n then [ ] else [ "nix/pins/wheel-stubs.json: ${n}" ]) wheelStubs))
@@ -102,6 +146,7 @@ in
     read
     githubSrc
     cargoOutputHashes
+    cargoLocks
     urlSrc
     manifestPath
     missing

@@ -2,19 +2,37 @@
 
 Each wheel is its own store path in the uv2nix set, so a library that one wheel loads from another
 (torch -> nvidia-cublas, ...) must be put on autoPatchelf's search path, and a library nobody ships
-(libcuda.so.1: the driver) must be ignored. This tool reads DT_NEEDED/DT_SONAME of every ELF file in
-the wheels of pkgs/server-env/uv.lock (HTTP range requests: only the zip directory and each ELF's
-start up to its dynamic section are downloaded) and writes pkgs/server-env/elf-needs.json, which
-pkgs/server-env/fixups.nix reads. Rerun after every change of uv.lock:
+(libcuda.so.1: the driver) must be ignored. autoPatchelf rebuilds every RUNPATH from the DT_NEEDED
+hits alone (nixpkgs' auto-patchelf.py: `patchelf --set-rpath` with the found directories plus
+`appendRunpaths`), so what a library dlopens through its original `$ORIGIN` RUNPATH (cuDNN's
+sub-libraries, nvrtc's builtins, ...) is lost unless it is appended again, and a library that dlopens
+the driver (libcudart dlopens libcuda.so.1) needs the driver's directory on its RUNPATH.
 
-    python3 nix/tools/wheel_elf_needs.py pkgs/server-env/uv.lock pkgs/server-env/elf-needs.json
+This tool downloads every binary wheel of pkgs/server-env/uv.lock (checked against the lock's sha256,
+kept in --cache), reads each ELF file's DT_NEEDED, DT_SONAME and original RUNPATH, and the sonames
+named in its bytes (the candidates for dlopen), and writes two files:
+
+- pkgs/server-env/elf-needs.json, which pkgs/server-env/fixups.nix reads through nix/lib/wheel-fixups.nix:
+  per wheel, the sibling wheels' library directories for autoPatchelf's search path (`needs`), the
+  sonames nobody in the set ships (`unresolved`), the directories its libraries dlopen from
+  (`dlopens`), and whether it loads the driver (`driver`);
+- pkgs/server-env/elf-dlopen.json, the audit those two come from: per library, its original RUNPATH,
+  the candidate sonames its bytes name, and where each candidate its RUNPATH reached in pip's single
+  site-packages lives (checks/offline/test_nix_elfneeds.py checks the Nix plan reaches every one).
+
+Rerun after every change of uv.lock:
+
+    python3 nix/tools/wheel_elf_needs.py pkgs/server-env/uv.lock pkgs/server-env/elf-needs.json \\
+        --audit pkgs/server-env/elf-dlopen.json
 """
 
 from __future__ import annotations
 
 import argparse
-import io
+import hashlib
 import json
+import os
+import posixpath
 import re
 import struct
 import sys
@@ -29,48 +47,22 @@ from typing import IO, Any
 
 PYTHON_TAG = "cp312"  # the Nix set's interpreter (pkgs/server-env/default.nix: python312)
 EM_X86_64 = 62
+DT_NEEDED, DT_STRTAB, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 5, 14, 15, 29
 # Libraries autoPatchelf treats as found without a search path: glibc's (it checks glibc's lib
 # directory) and the compiler runtime that pythonManylinuxPackages puts in every wheel's buildInputs.
 SYSTEM = re.compile(
     r"^(?:(?:libc|libm|libmvec|libdl|libpthread|librt|libutil|libresolv|libcrypt|libanl|libnsl)\.so(?:\.\d+)?"
     r"|ld-linux-x86-64\.so\.2|libstdc\+\+\.so\.6|libgcc_s\.so\.1)$"
 )
+# The NVIDIA driver's user-space libraries: never in a wheel, found at run time through the driver
+# runpath (/run/opengl-driver/lib, autoAddDriverRunpath) or the discovery the launcher does.
+DRIVER = re.compile(r"^(?:libcuda|libcudadebugger|libnvcuvid|libnvidia-[a-z0-9-]+)\.so(?:\.\d+)*$")
 SHARED_OBJECT = re.compile(r"\.so(?:\.\d+)*$")
-
-
-class RangeReader(io.RawIOBase):
-    """A seekable read-only file over HTTP range requests (zipfile reads only what it needs)."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.pos = 0
-        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=120) as reply:
-            self.size = int(reply.headers["Content-Length"])
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
-        self.pos = base + offset
-        return self.pos
-
-    def readinto(self, buffer: Any) -> int:
-        count = min(len(buffer), self.size - self.pos)
-        if count <= 0:
-            return 0
-        headers = {"Range": f"bytes={self.pos}-{self.pos + count - 1}"}
-        with urllib.request.urlopen(urllib.request.Request(self.url, headers=headers), timeout=300) as reply:
-            data = reply.read()
-        buffer[: len(data)] = data
-        self.pos += len(data)
-        return len(data)
+# A soname as it appears inside a binary (paths and format strings are fine: "/usr/lib/libcuda.so.1",
+# "%s/libnvrtc.so.13"). The pattern starts with a literal so the regex engine can scan for it; a match
+# preceded by a name character is part of a longer name and is dropped by mentioned_sonames.
+MENTION = re.compile(rb"lib[A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_+-]+)*?\.so(?:\.[0-9]+)*")
+NAME_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+.-")
 
 
 @dataclass
@@ -78,10 +70,13 @@ class Elf:
     machine: int
     needed: list[str] = field(default_factory=list)
     soname: str | None = None
+    runpath: list[str] = field(default_factory=list)
+    mentions: set[str] = field(default_factory=set)
 
 
 def read_elf(stream: IO[bytes]) -> Elf | None:
-    """DT_NEEDED and DT_SONAME of a 64-bit little-endian ELF read from the start of `stream`."""
+    """DT_NEEDED, DT_SONAME and DT_RUNPATH (or DT_RPATH) of a 64-bit little-endian ELF read from the
+    start of `stream`; only as much of the stream is read as the dynamic section needs."""
     data = bytearray(stream.read(64))
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
         return None
@@ -112,19 +107,16 @@ def read_elf(stream: IO[bytes]) -> Elf | None:
             dynamic = (p_offset, p_filesz)
     if dynamic is None or not have(dynamic[0] + dynamic[1]):
         return Elf(machine=machine)
-    needed_offsets: list[int] = []
-    soname_offset: int | None = None
+    offsets: dict[int, list[int]] = {DT_NEEDED: [], DT_SONAME: [], DT_RPATH: [], DT_RUNPATH: []}
     strtab = 0
     for index in range(dynamic[1] // 16):
         tag, val = struct.unpack_from("<qQ", data, dynamic[0] + 16 * index)
         if tag == 0:
             break
-        if tag == 1:
-            needed_offsets.append(val)
-        elif tag == 5:
+        if tag == DT_STRTAB:
             strtab = val
-        elif tag == 14:
-            soname_offset = val
+        elif tag in offsets:
+            offsets[tag].append(val)
     # DT_STRTAB is an address: map it to a file offset through the PT_LOAD segments.
     base = next((off + strtab - va for va, off, size in loads if va <= strtab < va + size), strtab)
 
@@ -137,11 +129,23 @@ def read_elf(stream: IO[bytes]) -> Elf | None:
             if not have(len(data) + 4096):
                 raise ValueError("ELF string table runs past the end of the file")
 
+    # The loader reads DT_RUNPATH and ignores DT_RPATH when both are present.
+    paths = offsets[DT_RUNPATH] or offsets[DT_RPATH]
     return Elf(
         machine=machine,
-        needed=[string(o) for o in needed_offsets],
-        soname=None if soname_offset is None else string(soname_offset),
+        needed=[string(o) for o in offsets[DT_NEEDED]],
+        soname=string(offsets[DT_SONAME][0]) if offsets[DT_SONAME] else None,
+        runpath=[p for o in paths for p in string(o).split(":") if p],
     )
+
+
+def mentioned_sonames(data: bytes) -> set[str]:
+    """Every soname-shaped string in a binary: the libraries it may dlopen (and some it only names)."""
+    return {
+        m.group().decode()
+        for m in MENTION.finditer(data)
+        if m.start() == 0 or data[m.start() - 1] not in NAME_BYTES
+    }
 
 
 def wheel_rank(filename: str) -> int | None:
@@ -166,9 +170,36 @@ def chosen_wheel(package: dict[str, Any]) -> dict[str, Any] | None:
     return max(usable, key=lambda item: item[0])[1] if usable else None
 
 
-def scan_wheel(url: str) -> dict[str, Elf]:
+def download(url: str, sha256: str, cache: Path) -> Path:
+    """The wheel at `url` in `cache`, downloaded once and checked against uv.lock's sha256."""
+    path = cache / url.rsplit("/", 1)[1]
+    if path.is_file() and _sha256(path) == sha256:
+        return path
+    part = path.with_name(path.name + ".part")
+    cache.mkdir(parents=True, exist_ok=True)
+    with urllib.request.urlopen(url, timeout=300) as reply, part.open("wb") as out:
+        while chunk := reply.read(1 << 20):
+            out.write(chunk)
+    got = _sha256(part)
+    if got != sha256:
+        part.unlink()
+        raise ValueError(f"{url}: sha256 {got}, uv.lock says {sha256}")
+    os.replace(part, path)
+    return path
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while chunk := stream.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def scan_wheel(path: Path) -> dict[str, Elf]:
+    """Every ELF file of a wheel (by its path in site-packages) with its dynamic entries and mentions."""
     elfs: dict[str, Elf] = {}
-    with zipfile.ZipFile(io.BufferedReader(RangeReader(url), buffer_size=1 << 20)) as archive:
+    with zipfile.ZipFile(path) as archive:
         for info in archive.infolist():
             name = info.filename
             if name.endswith("/") or info.file_size < 64 or ".dist-info/" in name:
@@ -176,51 +207,145 @@ def scan_wheel(url: str) -> dict[str, Elf]:
             if not (SHARED_OBJECT.search(name) or "/bin/" in name):
                 continue
             with archive.open(info) as member:
-                elf = read_elf(member)
+                head = member.read(4)
+                if head != b"\x7fELF":
+                    continue
+                data = head + member.read()
+            elf = read_elf(_Bytes(data))
             if elf is not None:
+                elf.mentions = mentioned_sonames(data) if elf.machine == EM_X86_64 else set()
                 elfs[name] = elf
     return elfs
+
+
+class _Bytes:
+    """A stream over bytes already in memory (read_elf reads streams)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def read(self, size: int = -1) -> bytes:
+        end = len(self.data) if size < 0 else self.pos + size
+        chunk = self.data[self.pos : end]
+        self.pos += len(chunk)
+        return chunk
 
 
 def lib_dir(path: str) -> str:
     return str(PurePosixPath(path).parent)
 
 
-def resolve(scans: dict[str, dict[str, Elf]]) -> dict[str, dict[str, Any]]:
-    """Per package: {needs: {provider package: [lib dirs]}, unresolved: [sonames]}."""
+def names_of(path: str, elf: Elf) -> set[str]:
+    return {PurePosixPath(path).name} | ({elf.soname} if elf.soname else set())
+
+
+def origin_dirs(path: str, runpath: list[str]) -> list[str]:
+    """The site-packages directories a RUNPATH names in pip's single site-packages ($ORIGIN entries;
+    absolute entries name host directories, which no wheel provides)."""
+    out = []
+    for entry in runpath:
+        if entry.startswith(("$ORIGIN", "${ORIGIN}")):
+            rest = entry.split("}", 1)[1] if entry.startswith("${") else entry[len("$ORIGIN") :]
+            joined = posixpath.normpath(posixpath.join(lib_dir(path), "./" + rest.lstrip("/")))
+            if not joined.startswith(".."):
+                out.append(joined)
+    return out
+
+
+@dataclass
+class Plan:
+    """What one wheel needs in the store: elf-needs.json's entry and elf-dlopen.json's libraries."""
+
+    needs: dict[str, set[str]] = field(default_factory=dict)
+    unresolved: set[str] = field(default_factory=set)
+    dlopens: dict[str, set[str]] = field(default_factory=dict)
+    driver: bool = False
+    libraries: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def resolve(scans: dict[str, dict[str, Elf]]) -> dict[str, Plan]:
+    """Per package, from every wheel's ELF files: DT_NEEDED providers and unresolved sonames, dlopen
+    targets its original RUNPATH reached in pip's site-packages, and whether it loads the driver."""
     providers: dict[str, set[tuple[str, str]]] = {}
+    # pip's one site-packages: directory -> soname -> packages with a file of that name there.
+    site: dict[str, dict[str, set[str]]] = {}
     for package, elfs in scans.items():
         for path, elf in elfs.items():
-            # auditwheel's private copies (<dist>.libs/) serve only their own wheel.
-            if elf.machine != EM_X86_64 or ".libs/" in path:
+            if elf.machine != EM_X86_64:
                 continue
-            for name in {PurePosixPath(path).name, elf.soname} - {None}:
-                providers.setdefault(str(name), set()).add((package, lib_dir(path)))
-    result: dict[str, dict[str, Any]] = {}
+            for name in names_of(path, elf):
+                site.setdefault(lib_dir(path), {}).setdefault(name, set()).add(package)
+                # auditwheel's private copies (<dist>.libs/) serve only their own wheel.
+                if ".libs/" not in path:
+                    providers.setdefault(name, set()).add((package, lib_dir(path)))
+    plans: dict[str, Plan] = {}
     for package, elfs in sorted(scans.items()):
-        own = {PurePosixPath(p).name for p in elfs} | {e.soname for e in elfs.values() if e.soname}
-        needs: dict[str, set[str]] = {}
-        unresolved: set[str] = set()
-        for elf in elfs.values():
+        plan = Plan()
+        own = {n for p, e in elfs.items() for n in names_of(p, e)}
+        for path, elf in sorted(elfs.items()):
             if elf.machine != EM_X86_64:
                 continue
             for soname in elf.needed:
+                if DRIVER.match(soname):
+                    plan.driver = True
                 if SYSTEM.match(soname) or soname in own:
                     continue
                 found = sorted(providers.get(soname, set()))
                 if not found:
-                    unresolved.add(soname)
-                    continue
+                    plan.unresolved.add(soname)
                 # Several wheels can ship one soname (libcute_dsl_runtime.so: cu12 and cu13 libs);
                 # every candidate is recorded and the Nix side chooses.
                 for provider, directory in found:
-                    needs.setdefault(provider, set()).add(directory)
-        if needs or unresolved:
-            result[package] = {
-                "needs": {p: sorted(d) for p, d in sorted(needs.items())},
-                "unresolved": sorted(unresolved),
-            }
-    return result
+                    plan.needs.setdefault(provider, set()).add(directory)
+            audit = _dlopen_audit(package, path, elf, site, providers)
+            if audit is None:
+                continue
+            plan.libraries[path] = audit
+            plan.driver = plan.driver or bool(audit["driver"])
+            for locations in audit["reached"].values():
+                for provider, directory in locations:
+                    plan.dlopens.setdefault(provider, set()).add(directory)
+        plans[package] = plan
+    return plans
+
+
+def _dlopen_audit(
+    package: str,
+    path: str,
+    elf: Elf,
+    site: dict[str, dict[str, set[str]]],
+    providers: dict[str, set[tuple[str, str]]],
+) -> dict[str, Any] | None:
+    """One library's dlopen candidates (named in its bytes, shipped by the set or the driver's, not its
+    own names nor DT_NEEDED) and where those its original RUNPATH reached live; None if none."""
+    skip = names_of(path, elf) | set(elf.needed)
+    candidates = sorted(
+        s for s in elf.mentions - skip if DRIVER.match(s) or s in providers or _in_site(s, site)
+    )
+    if not candidates:
+        return None
+    reached: dict[str, list[list[str]]] = {}
+    for mention in candidates:
+        for directory in origin_dirs(path, elf.runpath):
+            for name, packages in sorted(site.get(directory, {}).items()):
+                if name in skip or not _names(mention, name):
+                    continue
+                for provider in sorted(packages):
+                    if ".libs" not in directory or provider == package:
+                        reached.setdefault(name, []).append([provider, directory])
+    driver = sorted(s for s in candidates if DRIVER.match(s))
+    return {"runpath": elf.runpath, "candidates": candidates, "reached": reached, "driver": driver}
+
+
+def _names(mention: str, name: str) -> bool:
+    """Whether a soname named in a binary denotes file `name`: the same, or an unversioned `lib<x>.so`
+    that the loader completes with a version at run time (libcudnn.so.9 names "libcudnn_ops.so" and
+    loads libcudnn_ops.so.9)."""
+    return name == mention or (mention.endswith(".so") and name.startswith(mention + "."))
+
+
+def _in_site(mention: str, site: dict[str, dict[str, set[str]]]) -> bool:
+    return any(_names(mention, name) for names in site.values() for name in names)
 
 
 def for_python312(package: dict[str, Any]) -> bool:
@@ -238,36 +363,81 @@ def locked_packages(lock: dict[str, Any]) -> Iterable[tuple[str, str, dict[str, 
             yield package["name"], package["version"], wheel
 
 
+def documents(
+    plans: dict[str, Plan], wheels: dict[str, tuple[str, str]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(elf-needs.json, elf-dlopen.json) for `plans` of the wheels {name: (version, filename)}."""
+    needs = {
+        "comment": "Written by nix/tools/wheel_elf_needs.py from uv.lock; rerun after every uv.lock change.",
+        "python": PYTHON_TAG,
+        "packages": {
+            name: {
+                "version": wheels[name][0],
+                "wheel": wheels[name][1],
+                "needs": {p: sorted(d) for p, d in sorted(plan.needs.items())},
+                "unresolved": sorted(plan.unresolved),
+                "dlopens": {p: sorted(d) for p, d in sorted(plan.dlopens.items())},
+                "driver": plan.driver,
+            }
+            for name, plan in plans.items()
+            if plan.needs or plan.unresolved or plan.dlopens or plan.driver
+        },
+    }
+    audit = {
+        "comment": (
+            "Written by nix/tools/wheel_elf_needs.py: per library of a locked wheel, its original RUNPATH, "
+            "the sonames its bytes name that the set or the driver ships (dlopen candidates), and where "
+            "those its RUNPATH reached in pip's site-packages live ([wheel, directory])."
+        ),
+        "python": PYTHON_TAG,
+        "packages": {
+            name: {"version": wheels[name][0], "libraries": plan.libraries}
+            for name, plan in plans.items()
+            if plan.libraries
+        },
+    }
+    return needs, audit
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lock", type=Path, help="uv.lock")
-    parser.add_argument("output", type=Path, help="JSON file to write")
-    parser.add_argument("--jobs", type=int, default=12)
+    parser.add_argument("output", type=Path, help="elf-needs.json to write")
+    parser.add_argument("--audit", type=Path, required=True, help="elf-dlopen.json to write")
+    parser.add_argument(
+        "--cache",
+        type=Path,
+        default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "bitexact" / "wheels",
+        help="where downloaded wheels are kept (default: $XDG_CACHE_HOME/bitexact/wheels)",
+    )
+    parser.add_argument("--jobs", type=int, default=4)
     args = parser.parse_args(argv)
 
     lock = tomllib.loads(args.lock.read_text())
     wheels: dict[str, tuple[str, str]] = {}
+    urls: dict[str, tuple[str, str]] = {}
     for name, version, wheel in locked_packages(lock):
-        wheels[name] = (version, wheel["url"])
+        filename = wheel["url"].rsplit("/", 1)[1]
+        wheels[name] = (version, filename)
+        # Pure-Python wheels hold no ELF file: no need to download them.
+        if not filename.endswith("-any.whl"):
+            urls[name] = (wheel["url"], wheel["hash"].removeprefix("sha256:"))
 
     def scan(item: tuple[str, tuple[str, str]]) -> tuple[str, dict[str, Elf]]:
-        name, (_, url) = item
+        name, (url, sha256) = item
         print(f"scanning {url.rsplit('/', 1)[1]}", file=sys.stderr, flush=True)
-        return name, scan_wheel(url)
+        return name, scan_wheel(download(url, sha256, args.cache))
 
     with ThreadPoolExecutor(args.jobs) as pool:
-        scans = dict(pool.map(scan, sorted(wheels.items())))
-    resolved = resolve(scans)
-    document = {
-        "comment": "Written by nix/tools/wheel_elf_needs.py from uv.lock; rerun after every uv.lock change.",
-        "python": PYTHON_TAG,
-        "packages": {
-            name: {"version": wheels[name][0], "wheel": wheels[name][1].rsplit("/", 1)[1], **info}
-            for name, info in resolved.items()
-        },
-    }
-    args.output.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
-    print(f"wrote {args.output}: {len(resolved)} of {len(wheels)} wheels need a fix-up", file=sys.stderr)
+        scans = dict(pool.map(scan, sorted(urls.items())))
+    needs, audit = documents(resolve(scans), wheels)
+    args.output.write_text(json.dumps(needs, indent=2) + "\n")
+    args.audit.write_text(json.dumps(audit, indent=2) + "\n")
+    print(
+        f"wrote {args.output}: {len(needs['packages'])} of {len(wheels)} wheels need a fix-up; "
+        f"{args.audit}: {sum(len(p['libraries']) for p in audit['packages'].values())} libraries audited",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -1,12 +1,16 @@
 # Fix-ups for locked wheels in the store (an overlay on the pyproject.nix set).
 #
 # Each wheel is its own store path, so the $ORIGIN-relative links between pip's flat site-packages
-# no longer resolve (torch -> nvidia-cublas, sgl-deep-gemm -> torch, ...): ./elf-needs.json, written
-# by nix/tools/wheel_elf_needs.py from the DT_NEEDED entries of the locked wheels, lists for each
-# wheel which sibling wheels' library directories go on autoPatchelf's search path and which
-# sonames nobody in the set ships. Of those: libcuda.so.1 is the driver's (left unresolved, found
-# at run time through autoAddDriverRunpath's /run/opengl-driver/lib or the host's ld.so), libz and
-# libpython come from nixpkgs, and the rest are optional plugins (see `optional'` below).
+# no longer resolve (torch -> nvidia-cublas, sgl-deep-gemm -> torch, ...). ./elf-needs.json, written
+# by nix/tools/wheel_elf_needs.py from the real locked wheels, and nix/lib/wheel-fixups.nix (the plan)
+# say for each wheel: which sibling wheels' library directories go on autoPatchelf's search path (its
+# DT_NEEDED), which directories its libraries dlopen from through their original RUNPATH (appended
+# again: autoPatchelf rebuilds every RUNPATH from the DT_NEEDED hits alone; ./elf-dlopen.json is the
+# audit), whether it loads the NVIDIA driver (autoAddDriverRunpath: libcudart has no RUNPATH and
+# dlopens libcuda.so.1, and Nix's glibc does not read the host's ld.so.cache), and which sonames
+# nobody in the set ships. Of those: libcuda.so.1 is the driver's (left unresolved, found at run time
+# through /run/opengl-driver/lib or the launcher's driver discovery), libz and libpython come from
+# nixpkgs, and the rest are optional plugins (see `optional'` below).
 #
 # Sdist-only packages: the lock has one, cuda-tile, whose sdist is a wheel stub (see `fromStub`);
 # checks/offline/test_nix_elfneeds.py fails when uv.lock gains another, so that its build system
@@ -61,33 +65,37 @@ let
     "libcudart.so.12"
   ];
 
-  # Of two wheels shipping one soname, the CUDA 13 one (the set's CUDA).
-  preferredProviders = filter (p: p != "nvidia-cutlass-dsl-libs-cu12");
+  plan = blib.wheelFixups.plan elfNeeds;
+
+  # A planned directory in the store: the wheel's own output (placeholder) or a sibling's.
+  storeDir =
+    d: if d.own then "${placeholder "out"}/${sitePackages}/${d.dir}" else "${final.${d.provider}}/${sitePackages}/${d.dir}";
 
   fix =
-    name: entry:
+    name: p:
     let
       drv = prev.${name};
-      unresolved = entry.unresolved;
-      needsDriver = lib.any (s: builtins.elem s driverLibs) unresolved;
-      nixpkgsLibs = lib.unique (lib.attrVals (filter (s: fromNixpkgs ? ${s}) unresolved) fromNixpkgs);
-      providers = preferredProviders (builtins.attrNames entry.needs);
-      searchPaths = lib.concatMap (p: map (dir: "${final.${p}}/${sitePackages}/${dir}") entry.needs.${p}) providers;
+      nixpkgsLibs = lib.unique (lib.attrVals (filter (s: fromNixpkgs ? ${s}) p.unresolved) fromNixpkgs);
     in
-    if drv.version != entry.version then
-      throw "pkgs/server-env/elf-needs.json describes ${name} ${entry.version} but uv.lock has ${drv.version}: rerun nix/tools/wheel_elf_needs.py"
+    if drv.version != p.version then
+      throw "pkgs/server-env/elf-needs.json describes ${name} ${p.version} but uv.lock has ${drv.version}: rerun nix/tools/wheel_elf_needs.py"
     else if (drv.passthru.format or "") != "wheel" then
       drv
     else
       drv.overrideAttrs (old: {
-        nativeBuildInputs = old.nativeBuildInputs ++ optional needsDriver pkgs.autoAddDriverRunpath;
+        # After autoPatchelfHook (uv2nix adds it to every wheel): both run in postFixup in this
+        # order, and autoPatchelf replaces the RUNPATH that addDriverRunpath extends.
+        nativeBuildInputs = old.nativeBuildInputs ++ optional p.driver pkgs.autoAddDriverRunpath;
         buildInputs = (old.buildInputs or [ ]) ++ nixpkgsLibs;
-        autoPatchelfIgnoreMissingDeps = driverLibs ++ optional';
+        autoPatchelfIgnoreMissingDeps = lib.unique (
+          driverLibs ++ filter blib.wheelFixups.isDriver p.unresolved ++ optional'
+        );
+        appendRunpaths = map storeDir p.appendRunpaths;
         preFixup =
           (old.preFixup or "")
-          + concatMapStrings (path: ''
-            addAutoPatchelfSearchPath ${path}
-          '') searchPaths;
+          + concatMapStrings (d: ''
+            addAutoPatchelfSearchPath ${storeDir d}
+          '') p.searchPaths;
       });
 
   # The sdist of cuda-tile is a wheel stub: its build backend (wheel-stub) downloads the real wheel
@@ -123,7 +131,7 @@ let
         };
       });
 in
-mapAttrs fix elfNeeds.packages
+mapAttrs fix plan
 // {
   cuda-tile = fromStub "cuda-tile";
 }

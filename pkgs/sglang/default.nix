@@ -1,16 +1,20 @@
 # SGLang at the pinned git commit with our patch series, replacing the locked 0.5.20 wheel in the
 # set (its dependencies stay the lock's, so uv checked the whole closure).
 #
-# Pins (nix/pins, written by `nix run .#lock`): sglang-src.json {owner, repo, rev, narHash} and
-# sglang-cargo.json {outputHashes}; either absent -> evaluation stops with one line naming the
-# command. The Cargo.lock files are read from the fetched source (import from derivation).
+# Pins (nix/pins, written by `nix run .#lock`): sglang-src.json {owner, repo, rev, narHash},
+# sglang-cargo.json {rev, locks, outputHashes} and the Cargo.lock files it lists, committed under
+# sglang-cargo-locks/ at their place in the source tree (as nixpkgs' sglang commits its Cargo.lock
+# beside the package). Any of them absent -> evaluation stops with one line naming the command.
+# Nothing is read from the fetched source at evaluation time (no import-from-derivation).
 #
-# Rust: python/setup.py discovers the extension crates under ../rust (cargo metadata) and builds
-# them with setuptools-rust, offline here, from one vendor directory made of every Cargo.lock under
-# rust/ (the main workspace and stand-alone crates such as the TreeCore, which links libtorch
-# through tch and so imports the set's torch at build time). As in nixpkgs' sglang: cargo, rustc,
-# PROTOC, setuptools-rust and setuptools-scm (a GitHub tarball has no .git, hence the pretend
-# version).
+# Rust: python/setup.py discovers the extension crates of the workspace in ../rust plus the
+# stand-alone workspaces its metadata names (each with its own Cargo.lock) and builds them with
+# setuptools-rust and `--locked`. Each lock is vendored by rustPlatform.importCargoLock; the main
+# workspace's comes first in the joined directory, so cargoSetupHook configures cargo with its
+# .cargo/config.toml and checks its Cargo.lock against the tree's (cargoRoot), as in nixpkgs' sglang;
+# nix/lib/cargo.nix refuses locks whose git sources or crate versions that joining would lose, and
+# postPatch compares the other locks with the tree's. As in nixpkgs' sglang: PROTOC, setuptools-rust
+# and setuptools-scm (a GitHub tarball has no .git, hence the pretend version).
 {
   lib,
   pkgs,
@@ -25,28 +29,55 @@ let
   pin = blib.pins.read (pinsDir + "/sglang-src.json");
   src = pkgs.fetchFromGitHub (blib.pins.githubSrc "nix/pins/sglang-src.json" pin);
 
-  outputHashes = blib.pins.cargoOutputHashes "nix/pins/sglang-cargo.json" (
-    blib.pins.read (pinsDir + "/sglang-cargo.json")
-  );
-  lockFiles = blib.cargo.lockFiles "${src}/rust";
-  locks = map blib.cargo.parse lockFiles;
-  unpinned = blib.cargo.missingOutputHashes locks outputHashes;
+  cargoPin = blib.pins.read (pinsDir + "/sglang-cargo.json");
+  outputHashes = blib.pins.cargoOutputHashes "nix/pins/sglang-cargo.json" cargoPin;
+  locks = blib.pins.cargoLocks {
+    pin = cargoPin;
+    locksDir = pinsDir + "/sglang-cargo-locks";
+    inherit (pin) rev;
+  };
+  parsed = map (l: l.lock) locks;
+  main = builtins.head locks;
+  unpinned = blib.cargo.missingOutputHashes parsed outputHashes;
+  unreplaced = blib.cargo.unreplacedGitSources parsed;
+  conflicts = blib.cargo.conflictingCrates parsed;
+
+  vendor =
+    l:
+    pkgs.rustPlatform.importCargoLock {
+      lockFile = l.file;
+      outputHashes = blib.cargo.outputHashesFor l.lock outputHashes;
+    };
   cargoDeps =
-    if lockFiles == [ ] then
-      throw "sglang ${pin.rev}: no Cargo.lock under rust/; pkgs/sglang/default.nix expects SGLang's Rust workspace there"
-    else if unpinned != [ ] then
+    if unpinned != [ ] then
       blib.pins.absent "nix/pins/sglang-cargo.json outputHashes for ${lib.concatStringsSep ", " unpinned}"
+    else if unreplaced != [ ] then
+      throw "pkgs/sglang: git sources of SGLang's extension Cargo locks missing from ${main.path}: ${lib.concatStringsSep ", " unreplaced}; the joined vendor directory's cargo config would not replace them"
+    else if conflicts != [ ] then
+      throw "pkgs/sglang: SGLang's Cargo locks take ${lib.concatStringsSep ", " conflicts} from different sources; one vendor directory cannot hold both"
+    else if builtins.length locks == 1 then
+      vendor main
     else
-      pkgs.rustPlatform.importCargoLock {
-        lockFileContents = blib.cargo.mergedLockText locks;
-        inherit outputHashes;
+      pkgs.symlinkJoin {
+        name = "cargo-vendor-dir";
+        paths = map vendor locks;
       };
+
+  # Relative to sourceRoot (python/): the main workspace, whose Cargo.lock cargoSetupHook validates.
+  cargoRoot = "../${dirOf main.path}";
+  extensionLocks = builtins.tail locks;
 
   # A local version label: the lock says 0.5.20, the commit is past it.
   version = "${locked.version}+g${builtins.substring 0 8 pin.rev}";
 in
 locked.overrideAttrs (old: {
-  inherit src version patches;
+  inherit
+    src
+    version
+    patches
+    cargoDeps
+    cargoRoot
+    ;
   sourceRoot = "${src.name}/python";
   # Git-format diffs relative to the repository root (a/python/sglang/...), applied from python/,
   # in name order and with no fuzz (nixpkgs' default would allow fuzz 2).
@@ -59,6 +90,7 @@ locked.overrideAttrs (old: {
     pyprojectHook
     pkgs.cargo
     pkgs.rustc
+    pkgs.rustPlatform.cargoSetupHook
     pkgs.autoPatchelfHook
   ]
   ++ resolveBuildSystem {
@@ -75,17 +107,20 @@ locked.overrideAttrs (old: {
   env = (old.env or { }) // {
     PROTOC = lib.getExe pkgs.buildPackages.protobuf;
     SETUPTOOLS_SCM_PRETEND_VERSION = version;
-    CARGO_NET_OFFLINE = "true";
   };
 
-  # The build writes next to python/ (cargo's target dir under rust/), which unpacking leaves
-  # read-only; cargo gets the vendored crates (crates.io and git sources alike).
+  # The build writes next to python/ (cargo's target dirs under rust/), which unpacking leaves
+  # read-only. The extension workspaces' locks must be the committed ones (cargoSetupHook checks the
+  # main workspace's).
   postUnpack = (old.postUnpack or "") + ''
     chmod -R u+w "$NIX_BUILD_TOP/${src.name}"
-    export CARGO_HOME="$NIX_BUILD_TOP/cargo-home"
-    mkdir -p "$CARGO_HOME"
-    sed 's|^directory = .*|directory = "${cargoDeps}"|' ${cargoDeps}/.cargo/config.toml > "$CARGO_HOME/config.toml"
   '';
+  postPatch =
+    (old.postPatch or "")
+    + lib.concatMapStrings (l: ''
+      cmp ../${l.path} ${l.file} \
+        || { echo "${l.path} differs from nix/pins/sglang-cargo-locks/${l.path}: run \`${blib.pins.lockCommand}\`" >&2; exit 1; }
+    '') extensionLocks;
 
   passthru = old.passthru // {
     inherit src cargoDeps patches;

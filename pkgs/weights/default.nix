@@ -71,11 +71,17 @@ let
 
   layout = hf.cacheLayout manifests;
 
+  # A fetched file's store path as plain text (no dependency on its fixed-output derivation).
+  expectedPath = link: builtins.unsafeDiscardStringContext "${files.${link.repo}.${link.path}}";
+
   # `nix run .#seed-weights -- HUB_CACHE`: add the files of an existing HF hub cache to the store under
   # the names and hashes fetchurl expects, so nothing is downloaded. nix-store --add-fixed refuses a
   # symlink (the hub cache's snapshots are links into blobs/), so each file is hard-linked (or copied
   # when the cache is on another filesystem) under its store name first. The store checks the hash:
   # a file that differs from the manifest lands at another path, which the script reports.
+  # The expected paths are data, not inputs: their string context is dropped, so that running the
+  # script downloads nothing (with the fetches as inputs, Nix would download every file before it
+  # starts, and a gated repo without a token would fail). Each path is still the fetch's own outPath.
   seed = writeShellApplication {
     name = "seed-weights";
     text = ''
@@ -105,7 +111,7 @@ let
         fi
       }
       ${lib.concatMapStrings (link: ''
-        seed ${lib.escapeShellArg link.name} ${lib.escapeShellArg link.target} ${files.${link.repo}.${link.path}}
+        seed ${lib.escapeShellArg link.name} ${lib.escapeShellArg link.target} ${expectedPath link}
       '') layout.links}
       exit "$failed"
     '';

@@ -5,6 +5,12 @@ let
   lib = import ../.;
   inherit (lib) recipe pins cargo;
   fx = ./fixtures;
+  completeLocks = pins.cargoLocks {
+    pin = pins.read (fx + "/pins-complete/sglang-cargo.json");
+    locksDir = fx + "/pins-complete/sglang-cargo-locks";
+    rev = "542a043f1b68796d269ef1ee11be7865f8d4a5f1";
+  };
+  completeHashes = (pins.read (fx + "/pins-complete/sglang-cargo.json")).outputHashes;
   r = recipe.load ../../recipes/qwen3.8-27b-exact.json;
 
   # A small recipe that exercises the edit semantics beyond the real one.
@@ -371,7 +377,7 @@ let
       expected."tonic-0.12.3" = "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=";
     };
     cargoNothingMissingWhenPinned = {
-      expr = cargo.missingOutputHashes (map cargo.parse (cargo.lockFiles (fx + "/rust"))) (
+      expr = cargo.missingOutputHashes (map (l: l.lock) completeLocks) (
         pins.cargoOutputHashes "sglang-cargo" (pins.read (fx + "/pins-complete/sglang-cargo.json"))
       );
       expected = [ ];
@@ -400,6 +406,7 @@ let
       expected = [
         "nix/pins/sglang-src.json: narHash"
         "nix/pins/sglang-cargo.json: outputHashes"
+        "nix/pins/sglang-cargo.json: locks"
         "nix/pins/wheel-stubs.json: cuda-tile"
         "weights manifest: incoai/Qwen3.8-27B-DFlash2"
       ];
@@ -424,39 +431,125 @@ let
       expected = [
         "nix/pins/sglang-src.json: narHash"
         "nix/pins/sglang-cargo.json: tonic-0.12.3 is not an SRI sha256"
+        "nix/pins/sglang-cargo-locks/rust/Cargo.lock"
       ];
     };
-    cargoLockFilesFound = {
-      expr = map (p: baseNameOf (dirOf p)) (cargo.lockFiles (fx + "/rust"));
+    cargoLocksFromThePins = {
+      expr = map (l: {
+        inherit (l) path;
+        file = baseNameOf l.file;
+        packages = map (p: p.name) l.lock.package;
+      }) completeLocks;
       expected = [
-        "rust"
-        "ext"
+        {
+          path = "rust/Cargo.lock";
+          file = "Cargo.lock";
+          packages = [
+            "serde"
+            "sglang-grpc"
+            "tonic"
+          ];
+        }
+        {
+          path = "rust/ext/Cargo.lock";
+          file = "Cargo.lock";
+          packages = [
+            "mem_cache"
+            "serde"
+            "tch"
+          ];
+        }
       ];
+    };
+    cargoLocksAbsentThrows = {
+      expr = throws (
+        pins.cargoLocks {
+          pin = pins.read (fx + "/pins-partial/sglang-cargo.json");
+          locksDir = fx + "/pins-partial/sglang-cargo-locks";
+          rev = "542a043f1b68796d269ef1ee11be7865f8d4a5f1";
+        }
+      );
+      expected = true;
+    };
+    cargoLocksListedButMissingThrows = {
+      expr = throws (
+        builtins.deepSeq (pins.cargoLocks {
+          pin = pins.read (fx + "/pins-malformed/sglang-cargo.json");
+          locksDir = fx + "/pins-malformed/sglang-cargo-locks";
+          rev = "542a043f1b68796d269ef1ee11be7865f8d4a5f1";
+        }) null
+      );
+      expected = true;
+    };
+    cargoLocksForAnotherRevThrow = {
+      expr = throws (
+        pins.cargoLocks {
+          pin = pins.read (fx + "/pins-complete/sglang-cargo.json");
+          locksDir = fx + "/pins-complete/sglang-cargo-locks";
+          rev = "0000000000000000000000000000000000000001";
+        }
+      );
+      expected = true;
     };
     cargoGitDependencies = {
-      expr = cargo.gitDependencies (map cargo.parse (cargo.lockFiles (fx + "/rust")));
+      expr = cargo.gitDependencies (map (l: l.lock) completeLocks);
       expected = [ "tonic-0.12.3" ];
     };
     cargoMissingOutputHashes = {
-      expr = cargo.missingOutputHashes (map cargo.parse (cargo.lockFiles (fx + "/rust"))) { };
+      expr = cargo.missingOutputHashes (map (l: l.lock) completeLocks) { };
       expected = [ "tonic-0.12.3" ];
     };
-    cargoMergedLockIsUnionWithoutDuplicates = {
-      expr = map (p: "${p.name}-${p.version}") (
-        builtins.fromTOML (cargo.mergedLockText (map cargo.parse (cargo.lockFiles (fx + "/rust"))))
-      ).package;
+    # importCargoLock throws on a hash naming no git dependency of its lock: each lock gets its own.
+    cargoOutputHashesPerLock = {
+      expr = map (l: cargo.outputHashesFor l.lock completeHashes) completeLocks;
       expected = [
-        "serde-1.0.200"
-        "tch-0.22.0"
-        "tonic-0.12.3"
+        { "tonic-0.12.3" = "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="; }
+        { }
       ];
     };
-
-    cargoMergedLockKeepsNewestVersion = {
-      expr =
-        (builtins.fromTOML (cargo.mergedLockText (map cargo.parse (cargo.lockFiles (fx + "/rust"))))).version;
-      expected = 4;
+    cargoJoinableLocks = {
+      expr = {
+        unreplaced = cargo.unreplacedGitSources (map (l: l.lock) completeLocks);
+        conflicts = cargo.conflictingCrates (map (l: l.lock) completeLocks);
+      };
+      expected = {
+        unreplaced = [ ];
+        conflicts = [ ];
+      };
     };
+    cargoUnjoinableLocks =
+      let
+        main.package = [
+          {
+            name = "a";
+            version = "1.0.0";
+            source = "registry+https://github.com/rust-lang/crates.io-index";
+          }
+        ];
+        ext.package = [
+          {
+            name = "a";
+            version = "1.0.0";
+            source = "git+https://example.invalid/a#0123456789abcdef0123456789abcdef01234567";
+          }
+        ];
+      in
+      {
+        expr = {
+          unreplaced = cargo.unreplacedGitSources [
+            main
+            ext
+          ];
+          conflicts = cargo.conflictingCrates [
+            main
+            ext
+          ];
+        };
+        expected = {
+          unreplaced = [ "git+https://example.invalid/a#0123456789abcdef0123456789abcdef01234567" ];
+          conflicts = [ "a-1.0.0" ];
+        };
+      };
     patchSeriesInNameOrder = {
       expr = lib.patches.names (fx + "/patches");
       expected = [

@@ -1,16 +1,24 @@
-"""Git dependencies of Cargo.lock files and the `outputHashes` that nixpkgs' importCargoLock needs.
+"""Git dependencies of Cargo.lock files, the `outputHashes` that nixpkgs' importCargoLock needs, and the
+copies of the lock files the flake evaluates from.
 
 importCargoLock keys outputHashes by `<name>-<version>` and fetches each git source with
 `fetchgit { url; rev = <the commit after #>; }`; the hash is the NAR hash of that checkout. A key that
-names no git dependency of the lock file makes it throw, so hashes are kept per lock file too.
+names no git dependency of the lock file makes it throw, so the Nix side gives each lock its own subset.
+
+The lock files themselves are committed beside the pins (nix/pins/sglang-cargo-locks/<path in the
+source>), as nixpkgs' sglang commits its Cargo.lock beside the package: the flake then evaluates without
+reading the fetched source (no import-from-derivation).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 # git+<url>[?rev=|tag=|branch=<value>]#<commit>, the shape importCargoLock's parser accepts.
 _GIT_SOURCE = re.compile(r"git\+([^?#]+)(?:\?(rev|tag|branch)=([^#]*))?#([0-9a-f]{40})")
@@ -64,3 +72,28 @@ def output_hashes(deps: list[GitDependency], by_commit: Mapping[str, str]) -> di
             raise ValueError(f"{dep.key} comes from two different commits; importCargoLock cannot key it")
         out[dep.key] = by_commit[dep.commit]
     return dict(sorted(out.items()))
+
+
+def commit_locks(tree: Path, locks: list[Path], dest: Path) -> list[str]:
+    """Copy `locks` (files under `tree`) to `dest` at their paths relative to `tree`, replacing what an
+    earlier run left there; returns those relative paths in order (the main workspace's first)."""
+    relative = [lock.relative_to(tree).as_posix() for lock in locks]
+    staging = dest.with_name(f".{dest.name}.new")
+    shutil.rmtree(staging, ignore_errors=True)
+    for lock, rel in zip(locks, relative, strict=True):
+        (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(lock, staging / rel)
+        os.chmod(staging / rel, 0o644)
+    old = dest.with_name(f".{dest.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if dest.exists():
+        os.replace(dest, old)
+    os.replace(staging, dest)
+    shutil.rmtree(old, ignore_errors=True)
+    return relative
+
+
+def committed_locks_present(pin: Mapping[str, object], dest: Path) -> bool:
+    """Whether a pin lists its lock files and every one of them is committed under `dest`."""
+    locks = pin.get("locks")
+    return isinstance(locks, list) and bool(locks) and all((dest / str(p)).is_file() for p in locks)

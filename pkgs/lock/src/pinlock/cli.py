@@ -69,7 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pinlock",
         description="Fill the pins of the bit-exact SGLang flake that need a network: the SGLang source "
-        "narHash (nix/pins/sglang-src.json), its Cargo git dependency hashes (nix/pins/sglang-cargo.json), "
+        "narHash (nix/pins/sglang-src.json), its Cargo.lock files and their git dependency hashes "
+        "(nix/pins/sglang-cargo-locks/, nix/pins/sglang-cargo.json), "
         "the real wheels behind wheel-stub sdists (nix/pins/wheel-stubs.json), Hugging Face weight manifests "
         "(pkgs/weights/manifests/) and the uv lock (pkgs/server-env/uv.lock). "
         "Finished pins are skipped; commit nix/pins/ and pkgs/weights/manifests/ afterwards.",
@@ -83,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     add = functools.partial(sub.add_parser, parents=[common])
     add("all", help="everything still absent (the default)")
     add("src", help="narHash of the SGLang source at the pinned rev")
-    cargo = add("cargo", help="outputHashes of the git dependencies in SGLang's Cargo locks")
+    cargo = add("cargo", help="SGLang's Cargo.lock files and the outputHashes of their git dependencies")
     cargo.add_argument(
         "--cargo-dir", default="rust", help="directory of the Cargo workspaces (default: rust)"
     )

@@ -17,6 +17,7 @@ from typing import Any
 from pinlock import cargo, hf, net, stubs
 from pinlock.nar import nar_sha256, sri
 from pinlock.pins import (
+    CARGO_LOCKS,
     CARGO_PIN,
     DEFAULT_RECIPE,
     MANIFESTS,
@@ -111,20 +112,27 @@ def lock_src(ctx: Context) -> None:
 
 
 def cargo_lock_files(tree: Path, cargo_dir: str) -> list[Path]:
-    """`<dir>/Cargo.lock` and `<dir>/*/Cargo.lock`, the lock files the Nix side merges (nix/lib/cargo.nix)."""
+    """`<dir>/Cargo.lock` and `<dir>/*/Cargo.lock`, main workspace first: the lock files committed under
+    nix/pins/sglang-cargo-locks/ that pkgs/sglang vendors (one importCargoLock each)."""
     base = tree / cargo_dir
     candidates = [base / "Cargo.lock"] + sorted(base.glob("*/Cargo.lock")) if base.is_dir() else []
     return [p for p in candidates if p.is_file()]
 
 
 def lock_cargo(ctx: Context, cargo_dir: str = "rust", manual: dict[str, str] | None = None) -> None:
-    """nix/pins/sglang-cargo.json: outputHashes of every git dependency in SGLang's Cargo locks.
+    """nix/pins/sglang-cargo.json: the Cargo.lock files of SGLang's workspaces (copied under
+    nix/pins/sglang-cargo-locks/ and listed as `locks`) and the outputHashes of their git dependencies.
 
     Written only when complete. Hashes computed so far are kept in the cache (a rerun resumes);
     `manual` ({name-version: hash}) supplies what cannot be computed from a GitHub tarball."""
     pin = _src_pin(ctx)
     existing = read_json(ctx.root / CARGO_PIN) or {}
-    if existing.get("rev") == pin["rev"] and "outputHashes" in existing and not ctx.force and not manual:
+    done = (
+        existing.get("rev") == pin["rev"]
+        and "outputHashes" in existing
+        and cargo.committed_locks_present(existing, ctx.root / CARGO_LOCKS)
+    )
+    if done and not ctx.force and not manual:
         say(f"{CARGO_PIN}: already pinned for {pin['rev'][:12]}; --force recomputes")
         return
     tree = github_tree(ctx, pin["owner"], pin["repo"], pin["rev"])
@@ -148,10 +156,12 @@ def lock_cargo(ctx: Context, cargo_dir: str = "rust", manual: dict[str, str] | N
             continue
         by_commit[dep.commit] = _git_dep_hash(ctx, dep)
         write_json(progress_file, by_commit)
-    write_json(
-        ctx.root / CARGO_PIN, {"rev": pin["rev"], "outputHashes": cargo.output_hashes(deps, by_commit)}
-    )
-    say(f"{CARGO_PIN}: {len({d.key for d in deps})} output hashes")
+    hashes = cargo.output_hashes(deps, by_commit)
+    # The lock files first, the pin that lists them last: an interrupted run leaves no pin naming
+    # files that are not there.
+    committed = cargo.commit_locks(tree, locks, ctx.root / CARGO_LOCKS)
+    write_json(ctx.root / CARGO_PIN, {"rev": pin["rev"], "locks": committed, "outputHashes": hashes})
+    say(f"{CARGO_PIN}: {len(committed)} Cargo.lock file(s) under {CARGO_LOCKS}, {len(hashes)} output hashes")
 
 
 def _git_dep_hash(ctx: Context, dep: cargo.GitDependency) -> str:
@@ -283,6 +293,10 @@ def status(ctx: Context) -> list[tuple[str, bool]]:
     rows = [
         (f"{SRC_PIN} narHash", "narHash" in src),
         (f"{CARGO_PIN} outputHashes", isinstance(cargo_pin, dict) and "outputHashes" in cargo_pin),
+        (
+            f"{CARGO_PIN} locks ({CARGO_LOCKS}/)",
+            isinstance(cargo_pin, dict) and cargo.committed_locks_present(cargo_pin, ctx.root / CARGO_LOCKS),
+        ),
     ]
     for repo, revision in recipe_repos(ctx):
         manifest = read_json(ctx.root / MANIFESTS / hf.manifest_filename(repo))

@@ -11,6 +11,7 @@ from typing import Any
 
 SRC_PIN = Path("nix/pins/sglang-src.json")
 CARGO_PIN = Path("nix/pins/sglang-cargo.json")
+CARGO_LOCKS = Path("nix/pins/sglang-cargo-locks")
 STUBS_PIN = Path("nix/pins/wheel-stubs.json")
 MANIFESTS = Path("pkgs/weights/manifests")
 SERVER_ENV = Path("pkgs/server-env")
