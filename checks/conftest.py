@@ -2,9 +2,11 @@
 
 `network`: downloads (released wheels from PyPI, `uv lock --check`, any URL). `nix`: runs Nix itself
 (nix-instantiate, nix-store, nix hash, nix-prefetch-url), which a Nix build sandbox does not offer.
-A test that needs neither carries no marker; `checks/offline/sandbox_selection.py` runs exactly those
-(`-m "not network and not nix"`), here without network or Nix and as the `python-offline-tests` flake
-check.
+`browser`: runs a real headless browser (Debian's `chromium`, which .ci/run installs), which a Nix
+build sandbox does not offer either.
+A test that needs none of them carries no marker; `checks/offline/sandbox_selection.py` runs exactly
+those (`-m "not network and not nix and not browser"`), here without network or Nix and as the
+`python-offline-tests` flake check.
 
 Modules mark whole files with `pytestmark`, single tests with decorators, and tests that use a fixture
 needing something through `FIXTURE_NEEDS = {"fixture": ("network",)}`: every test whose fixture closure
@@ -18,6 +20,7 @@ import pytest
 MARKERS = {
     "network": "downloads something (PyPI wheels, uv lock --check, any URL); deselect with -m 'not network'",
     "nix": "runs Nix commands (nix-instantiate, nix-store, nix hash); deselect with -m 'not nix'",
+    "browser": "renders in a headless browser (Debian's chromium); deselect with -m 'not browser'",
 }
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from bitexact.engines.base import Settings, Timing
 from bitexact.engines.concurrent import in_flight
 from bitexact.engines.http import HttpClient
+from bitexact.engines.openai_identity import openai_identity
 from bitexact.engines.spec import EngineSpec
 from bitexact.errors import EngineError
 from bitexact.generation import Generation, SpecStats, TopEntry
@@ -115,18 +116,11 @@ class OpenAIHttpEngine:
         self.group_size = inflight
         self.model = spec.params["model"]
         self.client = HttpClient(
-            spec.target, timeout=spec.float_param("timeout", 3600), retries=spec.int_param("retries", 3)
+            spec.target, timeout=spec.timeout_s(), retries=spec.int_param("retries", 3), inflight=inflight
         )
 
     def identity(self) -> dict[str, Any]:
-        ident: dict[str, Any] = {"engine": "openai", "url": self.client.base, "model": self.model}
-        models = self.client.get_json("/models", timeout=30)
-        for entry in models.get("data", []) if isinstance(models, dict) else []:
-            if entry.get("id") == self.model:
-                ident["model_card"] = {
-                    k: entry[k] for k in ("id", "owned_by", "root", "max_model_len") if k in entry
-                }
-        return ident
+        return openai_identity(self.client, self.model)
 
     def _one(self, prompt: Prompt, settings: Settings) -> Generation:
         response = self.client.post_json("/completions", completion_request(self.model, prompt, settings))
