@@ -3,8 +3,10 @@
 `network`: downloads (released wheels from PyPI, `uv lock --check`, any URL). `nix`: runs Nix itself
 (nix-instantiate, nix-store, nix hash, nix-prefetch-url), which a Nix build sandbox does not offer.
 `docker`: runs containers (checks/offline/test_image_container.py; `.ci/run` installs and starts what
-it needs). A test that needs none carries no marker; `checks/offline/sandbox_selection.py` runs exactly
-those (`-m "not network and not nix and not docker"`), here without network or Nix and as the
+it needs). `browser`: runs a real headless browser (Debian's `chromium`, which .ci/run installs), which a
+Nix build sandbox does not offer either. A test that needs none carries no marker;
+`checks/offline/sandbox_selection.py` runs exactly those
+(`-m "not network and not nix and not docker and not browser"`), here without network or Nix and as the
 `python-offline-tests` flake check.
 
 Modules mark whole files with `pytestmark`, single tests with decorators, and tests that use a fixture
@@ -20,6 +22,7 @@ MARKERS = {
     "network": "downloads something (PyPI wheels, uv lock --check, any URL); deselect with -m 'not network'",
     "nix": "runs Nix commands (nix-instantiate, nix-store, nix hash); deselect with -m 'not nix'",
     "docker": "runs containers (a docker daemon, patchelf, a C compiler); deselect with -m 'not docker'",
+    "browser": "renders in a headless browser (Debian's chromium); deselect with -m 'not browser'",
 }
 
 

@@ -255,8 +255,9 @@ in
         if ! kill -0 "$server_pid" 2>/dev/null; then tail -n 80 "$log" >&2; exit 2; fi
         sleep 2
       done
+      # "$@": e.g. --force to replace a golden already recorded for this card.
       bitexact golden record "sglang+http://127.0.0.1:$port" --recipe ${recipeFile} --variant recipe \
-        --golden-dir checks/golden --build-id ${server}
+        --golden-dir checks/golden --build-id ${server} "$@"
       echo "record-golden: commit the new file under checks/golden/" >&2
     '';
   };

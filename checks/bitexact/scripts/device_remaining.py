@@ -47,7 +47,7 @@ def stored_runs(folder: Path, tag: str) -> list[Generation]:
     """The generations one parity side stored in `folder` (its JSONL), in the order they were written."""
     (path,) = sorted(folder.glob(f"{tag}-*.jsonl"))
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [Generation.from_json(row["generation"]) for row in rows]
+    return [Generation.from_json(row["generation"]) for row in rows if "generation" in row]  # not the header
 
 
 def cross_compare(runs: dict[str, list[Generation]]) -> list[dict[str, Any]]:

@@ -12,24 +12,40 @@ Sources of the shapes:
   position; `_calculate_spec_decoding_metrics` adds `spec_accept_rate`, `spec_accept_length`,
   `spec_num_correct_drafts`, `spec_num_proposed_drafts`, `spec_verify_ct` only when spec_verify_ct > 0).
   Request fields from `srt/managers/io_struct.py` (GenerateReqInput).
-- SGLang `/server_info`: `http_server.py` `server_info()` (server args, `version`, ...).
+- SGLang `/server_info`: `http_server.py` `server_info()`: `server_args.resolved_dict()` (every server
+  arg as resolved; `random_seed` drawn with `random.randint(0, 1 << 30)` when not given,
+  `arg_groups/serving_hook.py`), `launch_command`, the scheduler's init info (`status`,
+  `max_total_num_tokens`, `max_req_input_len`, `startup_time`; `managers/scheduler.py`
+  `get_init_info`), `internal_states` (per DP rank: the resolved args again plus live state such as
+  `last_gen_throughput` and `memory_usage`), `version`, `kv_events`. `/model_info`: `model_info()`
+  (`model_path`, `served_model_name`, `tokenizer_path`, `weight_version`, `load_format`, ...).
+- Failures a client meets (not SGLang's own shapes): a body cut short (the connection closes before
+  Content-Length bytes: `http.client.IncompleteRead`), a connection closed without an answer, a
+  proxy's or uvicorn's `500 Internal Server Error` in text/plain, an answer that never comes.
 - SGLang `/v1/completions`: `srt/entrypoints/openai/serving_completions.py` (`_build_completion_response`),
   `protocol.py` (CompletionResponseChoice: `token_ids`, `prompt_token_ids`, `matched_stop`; LogProbs from
   `utils.to_openai_style_logprobs`: `text_offset` all -1, `top_logprobs` keyed by token text;
   `sglext.spec_tokens_details` when `return_spec_tokens_details`).
 - vLLM `/v1/completions`: `vllm/entrypoints/openai/protocol.py` (CompletionResponseChoice: `token_ids`,
   `prompt_token_ids` with `return_token_ids`; CompletionLogProbs `tokens`/`top_logprobs` keys written as
-  `token_id:N` with `return_tokens_as_token_ids`; `stop_reason`), `/v1/models` list.
+  `token_id:N` with `return_tokens_as_token_ids`; `stop_reason`), `/v1/models` list,
+  `GET /version` (`{"version": VLLM_VERSION}`, `vllm/entrypoints/openai/api_server.py`).
 """
 
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+# fault(request number from 0, request body) -> None (answer normally) or one of FAULTS
+FAULTS = ("truncate", "reset", "500", "hang")
+Fault = Callable[[int, dict[str, Any]], str | None]
 
 
 class Backend:
@@ -76,7 +92,10 @@ def _text(token_id: int) -> str:
 
 class FakeServer:
     """flavor: 'sglang' (native + OpenAI-compatible) or 'vllm' (OpenAI-compatible only).
-    spec: report speculative decoding stats. die_after: stop answering after that many generate requests."""
+    spec: report speculative decoding stats. die_after: stop answering after that many generate requests.
+    version, server_args: what /server_info reports (server_args update the defaults below).
+    fault: per generate request, a failure to answer with instead (FAULTS). delay: seconds each
+    generate answer takes (per request body, for requests in flight that finish in a known order)."""
 
     def __init__(
         self,
@@ -85,10 +104,23 @@ class FakeServer:
         spec: bool = False,
         port: int = 0,
         die_after: int | None = None,
+        version: str | None = None,
+        server_args: dict[str, Any] | None = None,
+        fault: Fault | None = None,
+        delay: Callable[[dict[str, Any]], float] | None = None,
     ) -> None:
         self.backend, self.flavor, self.spec, self.die_after = backend, flavor, spec, die_after
+        # the releases whose shapes these are (vLLM's `return_token_ids` came in 0.10.2)
+        self.version = version or ("0.5.20" if flavor == "sglang" else "0.10.2")
+        self.fault, self.delay = fault, delay
+        self.extra_args = dict(server_args or {})
+        self.random_seed = random.randint(0, 1 << 30)  # as SGLang draws it when --random-seed is not given
+        self.startup_time = time.time()
         self.requests: list[dict[str, Any]] = []
         self.served = 0
+        self.attempts = 0  # generate requests received, failed ones included
+        self.release = threading.Event()  # ends every "hang"
+        self.count_lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -106,6 +138,10 @@ class FakeServer:
             def do_GET(self) -> None:
                 if self.path in ("/server_info", "/get_server_info") and server.flavor == "sglang":
                     self._send(200, server.server_info())
+                elif self.path in ("/model_info", "/get_model_info") and server.flavor == "sglang":
+                    self._send(200, server.model_info())
+                elif self.path == "/version" and server.flavor == "vllm":
+                    self._send(200, {"version": server.version})
                 elif self.path == "/v1/models":
                     self._send(
                         200,
@@ -132,8 +168,17 @@ class FakeServer:
                     self.close_connection = True  # the server "crashed": drop the request unanswered
                     threading.Thread(target=server.stop, daemon=True).start()
                     return
-                server.requests.append({"path": self.path, "body": body})
-                server.served += 1
+                with server.count_lock:
+                    number = server.attempts
+                    server.attempts += 1
+                kind = server.fault(number, body) if server.fault else None
+                if kind is not None:
+                    return self._fail(kind)
+                if server.delay is not None:
+                    time.sleep(server.delay(body))
+                with server.count_lock:
+                    server.requests.append({"path": self.path, "body": body})
+                    server.served += 1
                 if self.path == "/generate" and server.flavor == "sglang":
                     answer = server.generate(body)
                     if body.get("stream"):
@@ -145,6 +190,31 @@ class FakeServer:
                     self._send(200, server.completion(body))
                 else:
                     self._send(404, {"detail": "Not Found"})
+
+            def _fail(self, kind: str) -> None:
+                if kind == "truncate":  # headers promise the whole answer; half of it comes
+                    data = b'{"text": "", "output_ids": [1, 2, 3], "meta_info": {"id": "x", "finish_reason"'
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(2 * len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    self.wfile.flush()
+                    self.close_connection = True
+                elif kind == "reset":
+                    self.close_connection = True
+                elif kind == "500":
+                    data = b"Internal Server Error"
+                    self.send_response(500)
+                    self.send_header("Content-Type", "text/plain; charset=utf-8")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                elif kind == "hang":
+                    server.release.wait(120)
+                    self.close_connection = True
+                else:
+                    raise ValueError(f"unknown fault {kind!r}; known: {FAULTS}")
 
             def _sse(self, chunks: list[dict[str, Any]]) -> None:
                 self.send_response(200)
@@ -183,18 +253,70 @@ class FakeServer:
         self.stop()
 
     def stop(self) -> None:
+        self.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def server_info(self) -> dict[str, Any]:
+    def server_args(self) -> dict[str, Any]:
+        """A few of `resolved_dict()`'s fields (the real one has several hundred)."""
         return {
             "model_path": "tiny",
+            "tokenizer_path": "tiny",
+            "revision": None,
+            "dtype": "auto",
+            "kv_cache_dtype": "auto",
+            "host": "127.0.0.1",
+            "port": self.port,
+            "random_seed": self.random_seed,
             "attention_backend": "triton",
             "enable_deterministic_inference": True,
             "speculative_algorithm": "DFLASH" if self.spec else None,
+            "speculative_num_draft_tokens": 8 if self.spec else None,
             "max_running_requests": 8,
-            "version": "0.5.20",
-            "launch_command": "python -m sglang.launch_server --model-path tiny",
+            "chunked_prefill_size": 8192,
+            "disable_radix_cache": True,
+            "mamba_ssm_dtype": "float32",
+            **self.extra_args,
+        }
+
+    def server_info(self) -> dict[str, Any]:
+        args = self.server_args()
+        return {
+            **args,
+            "launch_command": f"python -m sglang.launch_server --model-path tiny --port {self.port}",
+            "status": "ready",
+            "max_total_num_tokens": 65536,
+            "max_req_input_len": 2042,
+            "startup_time": self.startup_time,
+            "internal_states": [
+                {
+                    **args,
+                    "world_size": 1,
+                    "last_gen_throughput": round(random.uniform(10, 100), 2),  # live: differs per call
+                    "memory_usage": {"weight": 0.001, "kvcache": 0.01, "token_capacity": 65536},
+                    "startup_time": self.startup_time,
+                    "effective_max_running_requests_per_dp": 8,
+                }
+            ],
+            "version": self.version,
+            "kv_events": None,
+        }
+
+    def model_info(self) -> dict[str, Any]:
+        return {
+            "model_path": "tiny",
+            "served_model_name": "tiny",
+            "tokenizer_path": "tiny",
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+            "load_format": "auto",
+            "reasoning_parser": None,
+            "tool_call_parser": None,
+            "has_image_understanding": False,
+            "has_audio_understanding": False,
+            "model_type": "qwen3",
+            "architectures": ["Qwen3ForCausalLM"],
         }
 
     def _spec_meta(self, n: int) -> dict[str, Any]:

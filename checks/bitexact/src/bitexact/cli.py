@@ -1,7 +1,8 @@
 """Command line: `bitexact parity|repeat|golden record|golden check|bench`.
 
 Exit codes (DESIGN.md): 0 everything compared equal (bench/record: the run finished); 1 something
-differs; 2 anything else (usage, engine failure, speculation that did not run, missing golden, crash)."""
+differs; 2 anything else (usage, engine failure, speculation that did not run, missing golden, crash);
+130 when interrupted (SIGINT), with what finished kept for the rerun."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import traceback
 from bitexact import __version__
 from bitexact.commands import bench, golden, parity, repeat
 from bitexact.errors import BitexactError
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,8 +31,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def repeated_options(argv: list[str]) -> list[str]:
+    """Options given more than once (argparse would let the last one win silently)."""
+    seen: set[str] = set()
+    twice: list[str] = []
+    for token in argv:
+        if token == "--":
+            break
+        if token.startswith("--"):
+            name = token.split("=", 1)[0]
+            if name in seen and name not in twice:
+                twice.append(name)
+            seen.add(name)
+    return twice
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     parser = build_parser()
+    twice = repeated_options(argv)
+    if twice:
+        parser.error(f"{', '.join(twice)} given more than once; give each option once")  # exits 2
     args = parser.parse_args(argv)  # usage errors exit 2 here (argparse's own convention)
     try:
         return int(args.run(args))
@@ -37,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bitexact: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("bitexact: interrupted", file=sys.stderr)
-        return 2
+        print("bitexact: interrupted (exit 130)", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception:
         traceback.print_exc()
         print("bitexact: internal error (exit 2)", file=sys.stderr)

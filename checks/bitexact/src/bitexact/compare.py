@@ -3,6 +3,7 @@ top-1 and top-2 candidates were there (divergences cluster where that margin is 
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -13,6 +14,33 @@ from bitexact.generation import Generation, TopEntry
 def same_bits(a: float, b: float) -> bool:
     """Equal as IEEE-754 doubles, bit for bit (so -0.0 != 0.0 and NaN == NaN of the same payload)."""
     return struct.pack("<d", a) == struct.pack("<d", b)
+
+
+def _is_float32(x: float) -> bool:
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0] == x
+    except OverflowError:
+        return False
+
+
+def _ordered(bits: int, width: int) -> int:
+    """An IEEE-754 bit pattern (as an unsigned int) mapped to an integer line on which neighbouring
+    floats are neighbouring integers (negative floats mirrored below zero)."""
+    sign = 1 << (width - 1)
+    return -(bits & (sign - 1)) if bits & sign else bits
+
+
+def ulp_distance(a: float, b: float) -> tuple[int, str] | None:
+    """How many representable floats apart a and b are, counted in float32 when both are float32
+    values (engines compute logprobs in float32 and send them as doubles), else in float64.
+    None for NaN or infinity."""
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return None
+    if _is_float32(a) and _is_float32(b):
+        fa, fb = (struct.unpack("<I", struct.pack("<f", x))[0] for x in (a, b))
+        return abs(_ordered(fa, 32) - _ordered(fb, 32)), "float32"
+    da, db = (struct.unpack("<Q", struct.pack("<d", x))[0] for x in (a, b))
+    return abs(_ordered(da, 64) - _ordered(db, 64)), "float64"
 
 
 def _same_top(a: list[TopEntry], b: list[TopEntry]) -> bool:
@@ -58,6 +86,10 @@ class PromptComparison:
         None  # the margin where the token ids part (a greedy flip needs a near tie)
     )
     token_margin_b: float | None = None
+    differs_in: str | None = None  # what differs at the first divergence: "token id", "logprob", "top-k"
+    logprob_delta: float | None = None  # |logprob A - logprob B| at the first divergence
+    logprob_ulps: int | None = None  # the same distance in units in the last place
+    ulp_format: str | None = None  # "float32" or "float64": the format the ULPs count in
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,6 +138,18 @@ def compare(a: Generation, b: Generation) -> PromptComparison:
             result.token_b = b.token_ids[first]
             result.logprob_b = b.logprobs[first] if first < len(b.logprobs) else None
             result.margin_b = margin(b.top_logprobs[first]) if first < len(b.top_logprobs) else None
+    if first is not None:
+        what = [
+            name
+            for name, pos in (("token id", first_tok), ("logprob", first_lp), ("top-k", first_top))
+            if pos == first
+        ]
+        result.differs_in = ", ".join(what)
+    if result.logprob_a is not None and result.logprob_b is not None:
+        result.logprob_delta = abs(result.logprob_a - result.logprob_b)
+        ulps = ulp_distance(result.logprob_a, result.logprob_b)
+        if ulps is not None:
+            result.logprob_ulps, result.ulp_format = ulps
     if first_tok is not None:
         if first_tok < len(a.top_logprobs):
             result.token_margin_a = margin(a.top_logprobs[first_tok])

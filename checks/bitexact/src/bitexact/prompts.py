@@ -35,6 +35,8 @@ class Prompt:
 class Tokenizer(Protocol):
     def encode(self, text: str) -> list[int]: ...
 
+    def decode(self, ids: list[int]) -> str: ...
+
 
 class ByteTokenizer:
     """UTF-8 bytes shifted by `offset`: a tokenizer that needs no files, for models without one."""
@@ -44,6 +46,11 @@ class ByteTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return [b + self.offset for b in text.encode("utf-8")]
+
+    def decode(self, ids: list[int]) -> str:
+        """Ids outside the byte range (specials) show as U+FFFD, as broken UTF-8 does."""
+        raw = bytes(i - self.offset if 0 <= i - self.offset < 256 else 0xFF for i in ids)
+        return raw.decode("utf-8", errors="replace")
 
 
 class HFTokenizer:
@@ -56,6 +63,9 @@ class HFTokenizer:
 
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self._tok.decode(ids))
 
 
 def load_tokenizer(spec: str) -> Tokenizer:

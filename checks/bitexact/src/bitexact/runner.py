@@ -1,7 +1,10 @@
-"""Run a prompt battery on one engine: fixed groups (batch or in flight), results stored as they come,
-finished prompts skipped on a rerun."""
+"""Run a prompt battery on one engine: fixed groups (batch or in flight), each result stored the moment
+it arrives, finished prompts skipped on a rerun."""
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
 
 from bitexact.engines.base import Engine, Settings
 from bitexact.errors import EngineError
@@ -10,11 +13,28 @@ from bitexact.progress import Progress
 from bitexact.prompts import Prompt
 from bitexact.results import ResultStore
 
+STALL_S = 60.0  # no result for this long: say so on stderr (and again each time as long again passes)
+
 
 def groups_of(prompts: list[Prompt], size: int) -> list[list[Prompt]]:
     """Fixed chunks of the full list, so a resumed run puts the same prompts together as the first one
     (batch composition can change numerics)."""
     return [prompts[i : i + size] for i in range(0, len(prompts), size)]
+
+
+def _finish(it: Iterator[Generation], save: Callable[[Generation], None]) -> None:
+    """After an interrupt: results the engine had finished but not yet handed over are saved too.
+    A generator suspended at a yield gets the interrupt thrown in (concurrent.in_flight then yields
+    what had finished); one that was itself interrupted has already done so and is exhausted."""
+    throw = getattr(it, "throw", None)
+    if throw is None:
+        return
+    try:
+        save(throw(KeyboardInterrupt()))
+        for generation in it:
+            save(generation)
+    except (KeyboardInterrupt, StopIteration, EngineError):
+        pass
 
 
 def run_battery(
@@ -25,20 +45,42 @@ def run_battery(
     bar = Progress(label, len(prompts))
     if done:
         bar.advance(len(done), "(resumed)")
+
+    def save(generation: Generation) -> None:
+        if generation.prompt_id in done or generation.prompt_id not in by_id:
+            return
+        if store is not None:
+            store.append(by_id[generation.prompt_id], generation)
+        done[generation.prompt_id] = generation
+        bar.advance(1)
+
+    where = f" in {store.path}" if store else ""
+    bar.watch(STALL_S)
     try:
         for group in groups_of(prompts, max(engine.group_size, 1)):
             if all(p.id in done for p in group):
                 continue
-            for generation in engine.generate(group, settings):
-                if generation.prompt_id in done:
-                    continue
-                if store is not None:
-                    store.append(by_id[generation.prompt_id], generation)
-                done[generation.prompt_id] = generation
-                bar.advance(1)
-    except (EngineError, KeyboardInterrupt) as exc:
-        kept = f"{len(done)}/{len(prompts)} results kept"
-        where = f" in {store.path}; rerun the same command to resume" if store else ""
-        reason = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc)
-        raise EngineError(f"{label}: {reason}\n{kept}{where}") from exc
+            it = iter(engine.generate(group, settings))
+            try:
+                for generation in it:
+                    save(generation)
+            except KeyboardInterrupt:
+                _finish(it, save)
+                raise
+    except KeyboardInterrupt:
+        bar.stop()
+        print(
+            f"\nbitexact: {label}: interrupted; {len(done)}/{len(prompts)} results kept{where}; "
+            "rerun the same command to resume",
+            file=sys.stderr,
+        )
+        raise
+    except EngineError as exc:
+        bar.stop()
+        rerun = "rerun the same command to resume" if store else "rerun"
+        raise EngineError(
+            f"{label}: {exc}\nstopped: {len(done)}/{len(prompts)} results kept{where}; {rerun}"
+        ) from exc
+    finally:
+        bar.stop()
     return [done[p.id] for p in prompts]

@@ -6,6 +6,20 @@ from typing import Any
 
 from bitexact.compare import compare
 from bitexact.generation import Generation
+from bitexact.prompts import Tokenizer
+
+CONTEXT_TOKENS = 8  # decoded tokens shown on each side of a first divergence
+
+
+def divergence_context(a: Generation, b: Generation, position: int, tokenizer: Tokenizer) -> dict[str, Any]:
+    """The text the two sides share before `position`, and each side's text from there on."""
+    start = max(0, position - CONTEXT_TOKENS)
+    return {
+        "from_position": start,
+        "before": tokenizer.decode(a.token_ids[start:position]),
+        "a": tokenizer.decode(a.token_ids[position : position + CONTEXT_TOKENS]),
+        "b": tokenizer.decode(b.token_ids[position : position + CONTEXT_TOKENS]),
+    }
 
 
 def comparison_summary(
@@ -17,8 +31,14 @@ def comparison_summary(
     settings: dict[str, Any],
     gens_a: list[Generation],
     gens_b: list[Generation],
+    tokenizer: Tokenizer | None = None,
 ) -> dict[str, Any]:
-    comps = [compare(x, y).to_json() for x, y in zip(gens_a, gens_b, strict=True)]
+    comps = []
+    for x, y in zip(gens_a, gens_b, strict=True):
+        comp = compare(x, y).to_json()
+        if tokenizer is not None and comp["first_divergence"] is not None:
+            comp["context"] = divergence_context(x, y, comp["first_divergence"], tokenizer)
+        comps.append(comp)
     return {
         "verb": verb,
         "title": title,

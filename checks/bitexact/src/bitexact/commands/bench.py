@@ -1,17 +1,37 @@
-"""`bitexact bench ENGINE`: single-stream decode tokens/s and time to first token by prompt length."""
+"""`bitexact bench ENGINE`: single-stream decode tokens/s and time to first token by prompt length.
+
+Each timed run is appended to `--out`/bench-ENGINE.jsonl as it finishes (keyed like every verb's results:
+the engine's identity and the settings), so a rerun after a crash or Ctrl-C measures only what is
+missing; a length whose timed runs are all stored is not run again, warm-up included."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import sys
+from pathlib import Path
 from typing import Any
 
-from bitexact.commands.common import emit, parse_lengths
+from bitexact.commands.common import (
+    count,
+    emit,
+    identity_key,
+    parse_lengths,
+    results_path,
+    write_reports,
+)
+from bitexact.engines.base import Timing
 from bitexact.engines.factory import open_engine
-from bitexact.errors import UsageError
+from bitexact.engines.spec import parse_engine
+from bitexact.errors import EngineError
 from bitexact.longprompts import long_prompt
 from bitexact.presets import BENCH_LENGTHS, load_recipe
 from bitexact.progress import Progress
-from bitexact.prompts import load_tokenizer
+from bitexact.prompts import Prompt, load_tokenizer
+from bitexact.report.html import bench_html
+from bitexact.report.markdown import bench_markdown
+from bitexact.results import ResultStore
+from bitexact.runner import STALL_S
 
 
 def add_parser(sub: Any) -> None:
@@ -21,13 +41,16 @@ def add_parser(sub: Any) -> None:
         "--lengths", help="prompt lengths in tokens (e.g. 640,2200,128k); default the recipe's preset"
     )
     p.add_argument("--recipe", help="recipe JSON: its reference figures are printed alongside")
-    p.add_argument("--new-tokens", type=int, default=256)
-    p.add_argument("--warmup", type=int, default=1, help="untimed runs before the timed ones")
-    p.add_argument("--runs", type=int, default=1, help="timed runs per length (the median is reported)")
+    p.add_argument("--new-tokens", type=count(2), default=256)
+    p.add_argument("--warmup", type=count(0), default=1, help="untimed runs before the timed ones")
+    p.add_argument("--runs", type=count(1), default=1, help="timed runs per length (the median is reported)")
     p.add_argument("--tokenizer", help="a local tokenizer folder or 'bytes' (prompts become real text)")
-    p.add_argument("--vocab-size", type=int, help="without a tokenizer: random ids below this")
+    p.add_argument("--vocab-size", type=count(2), help="without a tokenizer: random ids below this")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--out", type=Path, default=Path("bitexact-out"), help="timings (JSONL, resumable) and reports"
+    )
+    p.add_argument("--json", action="store_true", help="print a machine-readable summary on stdout")
     p.set_defaults(run=run)
 
 
@@ -36,10 +59,46 @@ def _median(values: list[float]) -> float:
     return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
 
 
+def _timing(data: dict[str, Any]) -> Timing:
+    return Timing(
+        prompt_tokens=int(data["prompt_tokens"]),
+        new_tokens=int(data["new_tokens"]),
+        ttft_s=float(data["ttft_s"]),
+        decode_s=float(data["decode_s"]),
+    )
+
+
+def _measure(
+    engine: Any,
+    prompts: list[Prompt],
+    args: argparse.Namespace,
+    store: ResultStore,
+    bar: Progress,
+) -> dict[str, Timing]:
+    """Every (length, run) timing, stored ones first; new ones are appended as they finish."""
+    items = {f"{p.id}#run{r}": p for p in prompts for r in range(args.runs)}
+    stored = store.load_rows({item: p.digest() for item, p in items.items()}, "timing")
+    done = {item: _timing(data) for item, data in stored.items()}
+    if done:
+        bar.advance(len(done), "(resumed)")
+    for prompt in prompts:
+        todo = [r for r in range(args.runs) if f"{prompt.id}#run{r}" not in done]
+        if not todo:
+            continue
+        for _ in range(args.warmup):
+            engine.timed(prompt, args.new_tokens)
+        for r in todo:
+            timing = engine.timed(prompt, args.new_tokens)
+            item = f"{prompt.id}#run{r}"
+            store.append_row(item, prompt.digest(), "timing", dataclasses.asdict(timing))
+            done[item] = timing
+            bar.advance(1, f"{len(prompt.input_ids or ())} tokens")
+    return done
+
+
 def run(args: argparse.Namespace) -> int:
+    spec = parse_engine(args.engine)
     lengths = parse_lengths(args.lengths) if args.lengths else list(BENCH_LENGTHS)
-    if args.new_tokens < 2 or args.runs < 1:
-        raise UsageError("--new-tokens must be >= 2 and --runs >= 1")
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
     reference = load_recipe(args.recipe)["reference"] if args.recipe else None
     # Prompts first: a usage error should not wait for a server or a model to load.
@@ -48,42 +107,58 @@ def run(args: argparse.Namespace) -> int:
         for i, n in enumerate(lengths)
     ]
     engine = open_engine(args.engine)
-    rows = []
+    store = ResultStore(results_path(args.out, "bench", args.engine), {})
+    bar = Progress(f"bench {args.engine}", len(prompts) * args.runs)
     try:
         identity = engine.identity()
-        bar = Progress(f"bench {args.engine}", len(lengths) * (args.runs + args.warmup))
-        for n, prompt in zip(lengths, prompts, strict=True):
-            timings = []
-            for run_index in range(args.warmup + args.runs):
-                timing = engine.timed(prompt, args.new_tokens)
-                if run_index >= args.warmup:
-                    timings.append(timing)
-                bar.advance(1, f"{n} tokens")
-            rows.append(
-                {
-                    "prompt_tokens": timings[0].prompt_tokens,
-                    "new_tokens": timings[0].new_tokens,
-                    "ttft_s": _median([t.ttft_s for t in timings]),
-                    "decode_tps": _median([t.decode_tps for t in timings]),
-                }
+        store = ResultStore(
+            store.path,
+            {
+                "engine": spec.canonical,
+                "identity": identity_key(identity),
+                "settings": {"new_tokens": args.new_tokens},
+                "tag": "bench",
+            },
+        )
+        bar.watch(STALL_S)
+        try:
+            timings = _measure(engine, prompts, args, store, bar)
+        except KeyboardInterrupt:
+            print(
+                f"\nbitexact: bench interrupted; finished runs kept in {store.path}; rerun to resume",
+                file=sys.stderr,
             )
+            raise
+        except EngineError as exc:
+            raise EngineError(
+                f"bench {args.engine}: {exc}\nstopped: finished runs kept in {store.path}; "
+                "rerun the same command to resume"
+            ) from exc
     finally:
+        bar.stop()
         engine.close()
-    summary = {
+    rows = []
+    for prompt in prompts:
+        runs = [timings[f"{prompt.id}#run{r}"] for r in range(args.runs)]
+        rows.append(
+            {
+                "prompt_tokens": runs[0].prompt_tokens,
+                "new_tokens": runs[0].new_tokens,
+                "runs": len(runs),
+                "ttft_s": _median([t.ttft_s for t in runs]),
+                "decode_tps": _median([t.decode_tps for t in runs]),
+            }
+        )
+    summary: dict[str, Any] = {
         "verb": "bench",
+        "title": f"bench of {args.engine}",
         "engine": args.engine,
         "identity": identity,
         "rows": rows,
         "reference": reference,
+        "results": str(store.path),
     }
-    table = ["| prompt tokens | new tokens | TTFT s | decode t/s |", "|---|---|---|---|"]
-    table += [
-        f"| {r['prompt_tokens']} | {r['new_tokens']} | {r['ttft_s']:.3f} | {r['decode_tps']:.1f} |"
-        for r in rows
-    ]
-    if reference:
-        figures = reference.get("decodeTokensPerSecond", {})
-        table.append(f"recipe's reference, decode t/s at {figures.get('promptTokens')} prompt tokens:")
-        table += [f"  {name}: {values}" for name, values in figures.items() if name != "promptTokens"]
-    emit(summary, args.json, "\n".join(table))
+    summary["reports"] = write_reports(args.out, "bench", bench_markdown(summary), bench_html(summary))
+    shown = ", ".join(f"{r['prompt_tokens']} tokens {r['decode_tps']:.1f} t/s" for r in rows)
+    emit(summary, args.json, f"bench: finished: {shown}; report: {summary['reports'][1]}")
     return 0

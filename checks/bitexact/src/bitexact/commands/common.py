@@ -1,4 +1,5 @@
-"""What the verbs share: prompts from options, output paths, running one side with stored results."""
+"""What the verbs share: validated options, prompts from options, running one side with stored results
+keyed by the engine's identity, reports, and the verdict line."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import hashlib
 import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,28 @@ from bitexact.prompts import (
 from bitexact.results import ResultStore
 from bitexact.runner import run_battery
 
+DEFAULT_MAX_NEW_TOKENS = 64
+DEFAULT_TOP_LOGPROBS = 5
+# Identity fields that describe where or how an engine was reached, not what it computes: they show in
+# reports but key no results (the URL names the results file; the launch command repeats the port).
+REPORT_ONLY = ("url", "launch_command")
+
+
+def count(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number >= minimum (a bad one is a usage error, exit 2)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more, not {value}")
+        return value
+
+    parse.__name__ = f"number >= {minimum}"
+    return parse
+
 
 def parse_lengths(text: str) -> list[int]:
     out = []
@@ -38,6 +62,8 @@ def parse_lengths(text: str) -> list[int]:
             out.append(int(float(part.rstrip("k")) * scale))
         except ValueError:
             raise UsageError(f"lengths {text!r}: use numbers like 640,2200,128k") from None
+    if any(n < 1 for n in out):
+        raise UsageError(f"lengths {text!r}: every length must be 1 token or more")
     return out
 
 
@@ -50,6 +76,14 @@ def _engine_tokenizer(engines: list[str]) -> Tokenizer | None:
     return None
 
 
+def report_tokenizer(args: argparse.Namespace, engines: list[str]) -> Tokenizer | None:
+    """The tokenizer that decodes text around divergences in reports: --tokenizer, else a local
+    hf: model's own; None (no text shown) otherwise."""
+    if getattr(args, "tokenizer", None):
+        return load_tokenizer(args.tokenizer)
+    return _engine_tokenizer(engines)
+
+
 def resolve_prompts(
     args: argparse.Namespace, engines: list[str], long_lengths: list[int] | None = None
 ) -> list[Prompt]:
@@ -60,9 +94,10 @@ def resolve_prompts(
     if lengths:
         if tokenizer is None:
             tokenizer = _engine_tokenizer(engines)
-        return long_battery(lengths, seed=args.seed, tokenizer=tokenizer, vocab_size=args.vocab_size)
+        prompts = long_battery(lengths, seed=args.seed, tokenizer=tokenizer, vocab_size=args.vocab_size)
+        return prompts[: args.limit] if args.limit else prompts
     prompts = load_prompts(args.prompts) if args.prompts else default_battery()
-    if getattr(args, "limit", None):
+    if args.limit:
         prompts = prompts[: args.limit]
     if tokenizer is None and any(p.input_ids is None for p in prompts):
         tokenizer = _engine_tokenizer(engines)
@@ -70,17 +105,27 @@ def resolve_prompts(
 
 
 def settings_of(args: argparse.Namespace) -> Settings:
-    if args.max_new_tokens < 1:
-        raise UsageError("--max-new-tokens must be >= 1")
-    if args.top_logprobs < 2:
-        raise UsageError("--top-logprobs must be >= 2 (the top-1/top-2 margin needs two)")
-    return Settings(max_new_tokens=args.max_new_tokens, top_logprobs=args.top_logprobs)
+    new = DEFAULT_MAX_NEW_TOKENS if args.max_new_tokens is None else args.max_new_tokens
+    top = DEFAULT_TOP_LOGPROBS if args.top_logprobs is None else args.top_logprobs
+    if top < 2:
+        raise UsageError("--top-logprobs must be 2 or more (the top-1/top-2 margin needs two)")
+    return Settings(max_new_tokens=new, top_logprobs=top)
 
 
 def slug(text: str) -> str:
     """A file-name-safe form of an engine string; the hash keeps long strings with a common prefix apart."""
     readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:60]
     return f"{readable}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
+def identity_key(identity: dict[str, Any]) -> dict[str, Any]:
+    """The part of an engine's identity that keys stored results."""
+    return {k: v for k, v in identity.items() if k not in REPORT_ONLY}
+
+
+def results_path(out: Path, tag: str, raw: str) -> Path:
+    """Named by the engine string without transport options, so `?retries=5` finds the same file."""
+    return out / f"{tag}-{slug(parse_engine(raw).canonical)}.jsonl"
 
 
 def run_side(
@@ -94,25 +139,48 @@ def run_side(
     tokenizer: str | None = None,
 ) -> tuple[list[Generation], dict[str, Any]]:
     """Open the engine, run the prompts with results stored under `out`, close it."""
+    spec = parse_engine(raw)
     engine: Engine = open_engine(raw, inflight=inflight, tokenizer=tokenizer)
     if group is not None:
         engine.group_size = group
     try:
         identity = engine.identity()
-        key = {"engine": raw, "settings": settings.to_json(), "group": engine.group_size, "tag": tag}
-        store = ResultStore(out / f"{tag}-{slug(raw)}.jsonl", key)
+        if spec.kind in ("sglang", "openai") and not identity.get("version"):
+            print(
+                f"bitexact: {raw}: the server reports no version; stored results cannot be told from "
+                "another build's on this address: use a fresh --out after changing the server",
+                file=sys.stderr,
+            )
+        key = {
+            "engine": spec.canonical,
+            "identity": identity_key(identity),
+            "settings": settings.to_json(),
+            "group": engine.group_size,
+            "tag": tag,
+        }
+        store = ResultStore(results_path(out, tag, raw), key)
         gens = run_battery(engine, prompts, settings, store, f"{tag} {raw}")
     finally:
         engine.close()
     return gens, identity
 
 
-def emit(summary: dict[str, Any], as_json: bool, human: str) -> None:
+def write_reports(out: Path, stem: str, markdown: str, html: str) -> list[str]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{stem}.md", out / f"{stem}.html"]
+    paths[0].write_text(markdown, encoding="utf-8")
+    paths[1].write_text(html, encoding="utf-8")
+    return [str(p) for p in paths]
+
+
+def emit(summary: dict[str, Any], as_json: bool, verdict: str) -> None:
+    """`--json`: the summary; otherwise one line, the verdict (details are in the reports)."""
     if as_json:
         json.dump(summary, sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")
     else:
-        sys.stderr.write(human + "\n")
+        sys.stdout.write(verdict.replace("\n", " ") + "\n")
+    sys.stdout.flush()
 
 
 def add_prompt_options(p: argparse.ArgumentParser) -> None:
@@ -123,14 +191,24 @@ def add_prompt_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--long", help="long prompts instead, comma-separated lengths in tokens (e.g. 16k,64k,128k)"
     )
-    p.add_argument("--limit", type=int, help="use only the first N prompts")
+    p.add_argument("--limit", type=count(1), help="use only the first N prompts")
     p.add_argument(
-        "--tokenizer", help="tokenize text prompts on the client: a local tokenizer folder, or 'bytes'"
+        "--tokenizer",
+        help="a local tokenizer folder, or 'bytes': tokenizes text prompts on the client and decodes the "
+        "text around divergences in reports",
     )
-    p.add_argument("--vocab-size", type=int, help="long prompts without a tokenizer: draw ids below this")
+    p.add_argument(
+        "--vocab-size", type=count(2), help="long prompts without a tokenizer: draw ids below this"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the long-prompt generator")
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--top-logprobs", type=int, default=5)
+    p.add_argument(
+        "--max-new-tokens",
+        type=count(1),
+        help=f"tokens generated per prompt (default {DEFAULT_MAX_NEW_TOKENS})",
+    )
+    p.add_argument(
+        "--top-logprobs", type=count(2), help=f"alternatives per position (default {DEFAULT_TOP_LOGPROBS})"
+    )
     p.add_argument(
         "--out", type=Path, default=Path("bitexact-out"), help="results (JSONL, resumable) and reports"
     )

@@ -6,7 +6,17 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from bitexact.commands.common import add_prompt_options, emit, resolve_prompts, run_side, settings_of
+from bitexact.commands.common import (
+    add_prompt_options,
+    count,
+    emit,
+    report_tokenizer,
+    resolve_prompts,
+    run_side,
+    settings_of,
+    write_reports,
+)
+from bitexact.engines.spec import parse_engine
 from bitexact.presets import LONG_LENGTHS, Side, load_recipe, make_preset
 from bitexact.report.html import comparison_html
 from bitexact.report.markdown import comparison_markdown
@@ -22,21 +32,20 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--recipe", help="recipe JSON for presets (default: $BITEXACT_RECIPE)")
     p.add_argument("--spec-a", choices=REQUIREMENTS, help="must A speculate? (default from preset, else any)")
     p.add_argument("--spec-b", choices=REQUIREMENTS, help="must B speculate? (default from preset, else any)")
-    p.add_argument("--inflight-a", type=int, help="requests in flight on A (HTTP engines)")
-    p.add_argument("--inflight-b", type=int, help="requests in flight on B (HTTP engines)")
+    p.add_argument("--inflight-a", type=count(1), help="requests in flight on A (HTTP engines)")
+    p.add_argument("--inflight-b", type=count(1), help="requests in flight on B (HTTP engines)")
     p.add_argument("--name", help="file name stem of the reports (default: parity or parity-PRESET)")
     add_prompt_options(p)
     p.set_defaults(run=run)
 
 
-def _write_reports(out: Path, stem: str, summary: dict[str, Any]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    md = comparison_markdown(summary)
-    (out / f"{stem}.md").write_text(md, encoding="utf-8")
-    (out / f"{stem}.html").write_text(comparison_html(summary, md), encoding="utf-8")
+def write_comparison(out: Path, stem: str, summary: dict[str, Any]) -> list[str]:
+    return write_reports(out, stem, comparison_markdown(summary), comparison_html(summary))
 
 
 def run(args: argparse.Namespace) -> int:
+    for raw in (args.a, args.b):
+        parse_engine(raw)  # a bad engine string is a usage error before anything runs
     side_a, side_b = Side("", "any", 1), Side("", "any", 1)
     long_lengths = None
     title = f"parity: {args.name}" if args.name else "parity"
@@ -72,13 +81,15 @@ def run(args: argparse.Namespace) -> int:
         settings=settings.to_json(),
         gens_a=gens_a,
         gens_b=gens_b,
+        tokenizer=report_tokenizer(args, [args.a, args.b]),
     )
     stem = args.name or (f"parity-{args.preset}" if args.preset else "parity")
-    _write_reports(args.out, stem, summary)
-    summary["reports"] = [str(args.out / f"{stem}.md"), str(args.out / f"{stem}.html")]
+    summary["reports"] = write_comparison(args.out, stem, summary)
+    verdict = "EQUAL" if summary["differ"] == 0 else "DIFFERENT"
     emit(
         summary,
         args.json,
-        f"{summary['equal']}/{summary['prompts']} prompts equal; report: {args.out / stem}.md",
+        f"parity: {verdict}: {summary['equal']}/{summary['prompts']} prompts equal "
+        f"({summary['tokens_differ']} differ in token ids); report: {summary['reports'][1]}",
     )
     return 0 if summary["differ"] == 0 else 1

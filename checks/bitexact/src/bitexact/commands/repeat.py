@@ -5,26 +5,35 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bitexact.commands.common import add_prompt_options, emit, resolve_prompts, run_side, settings_of
+from bitexact.commands.common import (
+    add_prompt_options,
+    count,
+    emit,
+    resolve_prompts,
+    run_side,
+    settings_of,
+    write_reports,
+)
 from bitexact.compare import compare
 from bitexact.engines.spec import parse_engine
 from bitexact.errors import UsageError
 from bitexact.prompts import Prompt
+from bitexact.report.html import repeat_html
 from bitexact.report.markdown import repeat_markdown
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("repeat", help="run-to-run repeatability: the same requests N times")
     p.add_argument("engine")
-    p.add_argument("--repeats", "-n", type=int, default=50, help="requests per prompt (default 50)")
-    p.add_argument("--batch", "-b", type=int, default=8, help="requests sent together (batch or in flight)")
+    p.add_argument("--repeats", "-n", type=count(2), default=50, help="requests per prompt (default 50)")
+    p.add_argument(
+        "--batch", "-b", type=count(1), default=8, help="requests sent together (batch or in flight)"
+    )
     add_prompt_options(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.repeats < 2 or args.batch < 1:
-        raise UsageError("--repeats must be >= 2 and --batch >= 1")
     spec = parse_engine(args.engine)
     if spec.kind == "hf" and "assistant" in spec.params and args.batch > 1:
         raise UsageError("repeat with an assistant (speculative decoding in transformers) needs --batch 1")
@@ -69,7 +78,12 @@ def run(args: argparse.Namespace) -> int:
         "divergent": sum(r["divergent"] for r in per_prompt),
         "per_prompt": per_prompt,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "repeat.md").write_text(repeat_markdown(summary), encoding="utf-8")
-    emit(summary, args.json, f"{summary['divergent']}/{summary['compared']} repeats differ from the first")
+    summary["reports"] = write_reports(args.out, "repeat", repeat_markdown(summary), repeat_html(summary))
+    verdict = "REPEATABLE" if summary["divergent"] == 0 else "NOT REPEATABLE"
+    emit(
+        summary,
+        args.json,
+        f"repeat: {verdict}: {summary['divergent']}/{summary['compared']} repeats differ from the first; "
+        f"report: {summary['reports'][1]}",
+    )
     return 0 if summary["divergent"] == 0 else 1

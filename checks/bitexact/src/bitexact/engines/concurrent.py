@@ -2,29 +2,45 @@
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from bitexact.errors import EngineError
 from bitexact.generation import Generation
 from bitexact.prompts import Prompt
 
 
 def in_flight(prompts: list[Prompt], one: Callable[[Prompt], Generation]) -> Iterator[Generation]:
-    """Successes are yielded even when a sibling request fails; the first failure is raised at the end,
-    so the caller keeps every finished result of a server that died mid-run."""
-    if len(prompts) == 1:
-        yield one(prompts[0])
-        return
+    """Each finished result is yielded at once, also when a sibling request fails (the first failure is
+    raised after the others end) and when the run is interrupted: a KeyboardInterrupt, here or thrown
+    in by the caller, first yields whatever had finished, then goes on. The workers are daemon
+    threads, so an interrupted process exits without waiting for requests still in flight."""
+    done: queue.Queue[tuple[Generation | None, BaseException | None]] = queue.Queue()
+
+    def work(prompt: Prompt) -> None:
+        try:
+            done.put((one(prompt), None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, raised there
+            done.put((None, exc))
+
+    for prompt in prompts:
+        threading.Thread(target=work, args=(prompt,), name=f"bitexact {prompt.id}", daemon=True).start()
     first_error: BaseException | None = None
-    with ThreadPoolExecutor(max_workers=len(prompts)) as pool:
-        futures = [pool.submit(one, p) for p in prompts]
-        for future in as_completed(futures):
+    try:
+        for _ in prompts:
+            result, error = done.get()
+            if error is not None:
+                first_error = first_error or error
+            elif result is not None:
+                yield result
+    except KeyboardInterrupt:
+        while True:
             try:
-                result = future.result()
-            except EngineError as exc:
-                first_error = first_error or exc
-                continue
-            yield result
+                result, _ = done.get_nowait()
+            except queue.Empty:
+                break
+            if result is not None:
+                yield result
+        raise
     if first_error is not None:
         raise first_error

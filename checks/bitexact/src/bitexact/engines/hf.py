@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bitexact.engines.base import Settings, Timing
+from bitexact.engines.modelfiles import model_fingerprint
 from bitexact.engines.spec import EngineSpec
 from bitexact.errors import EngineError, UsageError
 from bitexact.generation import Generation, SpecStats
@@ -50,6 +51,7 @@ class HFEngine:
         if dtype_name not in DTYPES:
             raise UsageError(f"engine {spec.raw!r}: dtype must be one of {DTYPES}")
         dtype: Any = "auto" if dtype_name == "auto" else getattr(torch, dtype_name)
+        self.model_path = spec.target
         self.model = self._load(transformers, spec.target, dtype)
         self.assistant = None
         self.assistant_path = spec.params.get("assistant")
@@ -85,7 +87,10 @@ class HFEngine:
             "assistant": self.assistant_path,
             "device": self.device,
             **self.versions,
+            "model_files_sha256": model_fingerprint(self.model_path),
         }
+        if self.assistant_path:
+            ident["assistant_files_sha256"] = model_fingerprint(self.assistant_path)
         if self.device.startswith("cuda"):
             ident["cuda"] = torch.version.cuda
             ident["gpu"] = torch.cuda.get_device_name(torch.device(self.device))

@@ -19,6 +19,7 @@ from typing import Any
 from bitexact.engines.base import Settings, Timing
 from bitexact.engines.concurrent import in_flight
 from bitexact.engines.http import HttpClient
+from bitexact.engines.openai_identity import openai_identity
 from bitexact.engines.openai_logprobs import Vocab, no_vocab, parse_logprobs
 from bitexact.engines.openai_spec import Counters, spec_from_answer, spec_from_counters, vllm_counters
 from bitexact.engines.spec import EngineSpec
@@ -27,8 +28,6 @@ from bitexact.errors import EngineError
 from bitexact.generation import Generation
 from bitexact.prompts import Prompt
 
-# llama.cpp's `GET /props` (tools/server/server-context.cpp): what identifies the build and the model
-PROPS_KEYS = ("build_info", "model_path", "model_alias", "total_slots")
 METRICS_SETTLE_S = (0.05, 0.2, 0.5)
 
 
@@ -68,36 +67,18 @@ class OpenAIHttpEngine:
         self.group_size = inflight
         self.model = spec.params["model"]
         self.client = HttpClient(
-            spec.target, timeout=spec.float_param("timeout", 3600), retries=spec.int_param("retries", 3)
+            spec.target, timeout=spec.timeout_s(), retries=spec.int_param("retries", 3), inflight=inflight
         )
         self.vocab = LazyVocabulary(tokenizer)
         self.metrics: bool | None = None  # does /metrics carry vLLM's speculation counters? (asked once)
 
     def identity(self) -> dict[str, Any]:
-        ident: dict[str, Any] = {"engine": "openai", "url": self.client.base, "model": self.model}
-        models = self.client.get_json("/models", timeout=30)
-        for entry in models.get("data", []) if isinstance(models, dict) else []:
-            if entry.get("id") == self.model:
-                ident["model_card"] = {
-                    k: entry[k] for k in ("id", "owned_by", "root", "max_model_len") if k in entry
-                }
-        props = self._server_get("/props")
-        if isinstance(props, dict):
-            ident["props"] = {k: props[k] for k in PROPS_KEYS if k in props}
-        return ident
+        return openai_identity(self.client, self.model)
 
     def _server_root(self) -> str:
         """`/props` and `/metrics` live beside `/v1`, not under it."""
         base = self.client.base
         return base[: -len("/v1")] if base.endswith("/v1") else base
-
-    def _server_get(self, path: str) -> Any:
-        """A JSON endpoint some servers have (llama.cpp's /props); None where the server has none."""
-        client = HttpClient(self._server_root(), timeout=30, retries=0)
-        try:
-            return client.get_json(path, timeout=30)
-        except EngineError:  # HttpStatusError included: a server without that endpoint
-            return None
 
     def _counters(self) -> Counters | None:
         """vLLM's speculation counters, or None (no /metrics, or no speculation configured)."""

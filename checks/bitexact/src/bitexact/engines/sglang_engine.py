@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from bitexact.engines.base import Settings, Timing
+from bitexact.engines.modelfiles import model_fingerprint
 from bitexact.engines.sglang_shapes import parse_generate_output, request_fields
 from bitexact.engines.spec import EngineSpec
 from bitexact.errors import EngineError, UsageError
@@ -40,10 +41,16 @@ class SGLangOfflineEngine:
         self.label = spec.raw
         self.group_size = inflight
         self.kwargs = {key: _coerce(value) for key, value in spec.params.items()}
+        self.model_path = spec.target
         self.engine = sglang.Engine(model_path=spec.target, **self.kwargs)
 
     def identity(self) -> dict[str, Any]:
-        return {"engine": "sglang-engine", "version": self._sglang.__version__, "server_args": self.kwargs}
+        return {
+            "engine": "sglang-engine",
+            "version": self._sglang.__version__,
+            "server_args": self.kwargs,
+            "model_files_sha256": model_fingerprint(self.model_path),
+        }
 
     def generate(self, prompts: list[Prompt], settings: Settings) -> Iterator[Generation]:
         fields = [request_fields(p, settings) for p in prompts]

@@ -1,12 +1,18 @@
-"""SGLang's native HTTP API: `POST /generate` with input_ids, `GET /server_info`.
+"""SGLang's native HTTP API: `POST /generate` with input_ids, `GET /server_info` and `/model_info`.
 
 Request and response shapes from sglang 0.5.20: `srt/managers/io_struct.py` (GenerateReqInput),
-`srt/entrypoints/http_server.py` (`/generate`, streaming as `data: {...}` lines ending `data: [DONE]`,
-`/server_info`, deprecated `/get_server_info`).
+`srt/entrypoints/http_server.py` (`/generate`, streaming as `data: {...}` lines ending `data: [DONE]`;
+`server_info()`: the resolved server args, `launch_command`, the scheduler's init info
+(`status`, `max_total_num_tokens`, `max_req_input_len`), `startup_time`, `internal_states` (per DP
+rank; `env_vars` only under SGLANG_EXPOSE_OWN_ENV_VARS), `version`, `kv_events`; deprecated
+`/get_server_info`; `model_info()`: `model_path`, `weight_version`, `load_format`, ...). No GPU name
+or PCI id is reported there, so a golden's card cannot come from the server.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -37,6 +43,50 @@ IDENTITY_KEYS = (
     "dtype",
     "launch_command",
 )
+# Not server args (the scheduler's live state, bookkeeping), or args that never change results and
+# change between launches of the same command: `random_seed` is drawn at random when not given
+# (`arg_groups/serving_hook.py`; greedy decoding does not use it, and a given one is in
+# `launch_command`), `host`/`port` are where it serves; secrets are not hashed.
+NOT_KEYED = {
+    "launch_command",
+    "status",
+    "max_total_num_tokens",
+    "max_req_input_len",
+    "startup_time",
+    "internal_states",
+    "version",
+    "kv_events",
+    "random_seed",
+    "host",
+    "port",
+    "api_key",
+    "admin_api_key",
+    "ssl_keyfile_password",
+}
+
+
+def _sha256(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def server_identity(info: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
+    """What keys results: the version (a git build's carries its commit), the model and its weights'
+    version, a digest of every server arg (NOT_KEYED aside) and of the server's own environment
+    variables where it exposes them."""
+    states = info.get("internal_states")
+    env = (
+        states[0].get("env_vars")
+        if isinstance(states, list) and states and isinstance(states[0], dict)
+        else None
+    )
+    return {
+        "version": info.get("version"),
+        "model_path": model.get("model_path", info.get("model_path")),
+        "revision": info.get("revision"),
+        "weight_version": model.get("weight_version", info.get("weight_version")),
+        "server_args_sha256": _sha256({k: v for k, v in info.items() if k not in NOT_KEYED}),
+        "env_vars_sha256": None if env is None else _sha256(env),
+    }
 
 
 class SGLangHttpEngine:
@@ -44,22 +94,31 @@ class SGLangHttpEngine:
         self.label = spec.raw
         self.group_size = inflight
         self.client = HttpClient(
-            spec.target,
-            timeout=spec.float_param("timeout", 3600),
-            retries=spec.int_param("retries", 3),
+            spec.target, timeout=spec.timeout_s(), retries=spec.int_param("retries", 3), inflight=inflight
         )
 
-    def identity(self) -> dict[str, Any]:
+    def _info(self, path: str, old: str, required: bool) -> dict[str, Any]:
         try:
-            info = self.client.get_json("/server_info", timeout=30)
-        except HttpStatusError:  # older servers name it /get_server_info; a dead one is not retried twice
-            info = self.client.get_json("/get_server_info", timeout=30)
+            info = self.client.get_json(path)
+        except HttpStatusError:  # older servers name it /get_...; a dead one is not retried twice
+            try:
+                info = self.client.get_json(old)
+            except HttpStatusError:
+                if required:
+                    raise
+                return {}
         if not isinstance(info, dict):
-            raise EngineError(f"{self.client.base}/server_info: expected a JSON object")
+            raise EngineError(f"{self.client.base}{path}: expected a JSON object")
+        return info
+
+    def identity(self) -> dict[str, Any]:
+        info = self._info("/server_info", "/get_server_info", required=True)
+        model = self._info("/model_info", "/get_model_info", required=False)
         return {
             "engine": "sglang",
             "url": self.client.base,
             **{k: info[k] for k in IDENTITY_KEYS if k in info},
+            **server_identity(info, model),
         }
 
     def _one(self, prompt: Prompt, settings: Settings) -> Generation:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from bitexact.errors import UsageError
 
@@ -14,6 +14,10 @@ N = TypeVar("N", int, float)
 KINDS = ("sglang", "openai", "hf", "sglang-engine")
 HF_KEYS = {"device", "batch", "assistant", "dtype"}
 HTTP_KEYS = {"timeout", "retries"}
+# Options that change how a client waits, never what an engine answers: they key no results.
+TRANSPORT_KEYS = {"timeout", "retries"}
+ZERO_ALLOWED = {"retries"}  # retries=0: one attempt
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 EXAMPLES = (
     "sglang+http://127.0.0.1:30000, openai+http://127.0.0.1:8000/v1?model=NAME, "
     "hf:/path/to/model?device=cuda&batch=8, sglang-engine:/path/to/model?attention_backend=triton"
@@ -26,6 +30,27 @@ class EngineSpec:
     target: str  # base URL for HTTP engines, model path for in-process ones
     params: dict[str, str] = field(default_factory=dict)
     raw: str = ""
+
+    @property
+    def canonical(self) -> str:
+        """The engine string without transport options (timeout, retries), options sorted: what
+        names stored results, so `?retries=5` does not throw a valid resume away."""
+        kept = sorted((k, v) for k, v in self.params.items() if k not in TRANSPORT_KEYS)
+        query = f"?{urlencode(kept)}" if kept else ""
+        if self.kind in ("sglang", "openai"):
+            return f"{self.kind}+{self.target}{query}"
+        return f"{self.kind}:{self.target}{query}"
+
+    @property
+    def local(self) -> bool:
+        """Runs on this machine's hardware: in process, or a server on the loopback interface."""
+        if self.kind in ("sglang", "openai"):
+            return (urlsplit(self.target).hostname or "") in LOOPBACK_HOSTS
+        return True
+
+    def timeout_s(self) -> float | None:
+        """`?timeout=SECONDS` as given; None sizes each request to its work (engines/http.py)."""
+        return self.float_param("timeout", 1.0) if "timeout" in self.params else None
 
     def int_param(self, key: str, default: int) -> int:
         return self._positive(key, default, int, "an integer")
@@ -41,8 +66,9 @@ class EngineSpec:
             number = parse(value)
         except ValueError:
             raise UsageError(f"engine {self.raw!r}: {key}={value!r} is not {kind}") from None
-        if not number > 0:
-            raise UsageError(f"engine {self.raw!r}: {key} must be > 0")
+        if not (number >= 0 if key in ZERO_ALLOWED else number > 0):
+            relation = ">= 0" if key in ZERO_ALLOWED else "> 0"
+            raise UsageError(f"engine {self.raw!r}: {key} must be {relation}")
         return number
 
 
@@ -68,6 +94,11 @@ def parse_engine(raw: str) -> EngineSpec:
             port = 0
         if port == 0:
             raise UsageError(f"engine {raw!r}: the port must be a number from 1 to 65535")
+        if port is None:  # urllib would use 80 or 443 silently; no inference server listens there
+            raise UsageError(
+                f"engine {raw!r}: no port; give it explicitly, e.g. {kind}+{parts.scheme}://"
+                f"{parts.hostname}:30000 (SGLang's default) or :8000 (vLLM's)"
+            )
         params = _query(raw, parts.query)
         allowed = HTTP_KEYS | ({"model"} if kind == "openai" else set())
         unknown = sorted(set(params) - allowed)

@@ -1,0 +1,43 @@
+"""Values as reports show them: floats exact (the shortest text that reads back to the same double,
+so two values that differ never print alike), no Python reprs (`True`, `None`, `{...}`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def text(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return repr(value)  # shortest round-trip form: -3.3816399574279785, never -3.38164
+    if isinstance(value, dict):
+        inner = ", ".join(f"{k}={text(v)}" for k, v in value.items())
+        return f"({inner})" if inner else "-"
+    if isinstance(value, list | tuple):
+        return ", ".join(text(v) for v in value) or "-"
+    return str(value)
+
+
+def pair(a: Any, b: Any) -> str:
+    return f"{text(a)} / {text(b)}"
+
+
+def ulps(count: int | None, fmt: str | None) -> str:
+    return "-" if count is None else f"{count} ({fmt})"
+
+
+def quoted(s: str) -> str:
+    """Decoded model text, quoted with its control characters escaped (newlines stay visible)."""
+    return json.dumps(s, ensure_ascii=False)
+
+
+def settings_text(settings: dict[str, Any]) -> str:
+    return ", ".join(f"{k.replace('_', ' ')} {text(v)}" for k, v in settings.items())
+
+
+def identity_text(identity: dict[str, Any], skip: tuple[str, ...] = ("launch_command",)) -> str:
+    return ", ".join(f"{k}={text(v)}" for k, v in identity.items() if k not in skip)

@@ -1,0 +1,121 @@
+"""Inline SVG scatter plots with axes, ticks and labels (no scripts, no network: a report is one file)."""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+
+W, H = 640, 340
+LEFT, RIGHT, TOP, BOTTOM = 72, 24, 16, 56
+PLOT_W, PLOT_H = W - LEFT - RIGHT, H - TOP - BOTTOM
+TICK = 5
+COLOURS = {"token-diverged": "#c0392b", "logprob-diverged": "#2c7fb8", "measured": "#2c7fb8"}
+
+
+@dataclass(frozen=True)
+class Point:
+    x: float
+    y: float
+    label: str  # the tooltip
+    kind: str  # a CSS class: what the point is (its colour comes from the legend's class)
+
+
+def nice_step(span: float, target: int = 8) -> float:
+    """1, 2 or 5 times a power of ten, giving about `target` intervals over `span`."""
+    if span <= 0:
+        return 1.0
+    raw = span / target
+    power = 10 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
+def ticks(maximum: float, integer: bool) -> list[float]:
+    """0, nice steps, and the maximum itself as the last tick (the axis ends there)."""
+    step = nice_step(maximum)
+    if integer:
+        step = max(1.0, math.ceil(step))
+    values = [i * step for i in range(int(maximum // step) + 1)]
+    if values and maximum - values[-1] < 0.5 * step and len(values) > 1:
+        values.pop()  # too close to the end tick to label both
+    if not values or values[-1] != maximum:
+        values.append(maximum)
+    return values
+
+
+def _label(value: float, integer: bool) -> str:
+    return str(int(round(value))) if integer else f"{value:.4g}"
+
+
+def x_of(value: float, x_max: float) -> float:
+    return LEFT + PLOT_W * (value / x_max if x_max else 0.0)
+
+
+def y_of(value: float, y_max: float) -> float:
+    return TOP + PLOT_H - PLOT_H * (value / y_max if y_max else 0.0)
+
+
+def scatter(
+    points: list[Point],
+    *,
+    x_max: float,
+    y_max: float,
+    x_label: str,
+    y_label: str,
+    x_integer: bool = True,
+    y_integer: bool = False,
+) -> str:
+    """x runs from 0 to x_max and y from 0 to y_max, whatever the points span."""
+    x_max = x_max or 1
+    y_max = y_max or 1.0
+    aria = html.escape(f"{y_label} against {x_label}")
+    bottom = TOP + PLOT_H
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="plot" width="{W}" height="{H}" '
+        f'viewBox="0 0 {W} {H}" role="img" aria-label="{aria}">',
+        f'<rect class="frame" x="{LEFT}" y="{TOP}" width="{PLOT_W}" height="{PLOT_H}" '
+        'fill="none" stroke="#ddd"/>',
+        '<g class="x-axis">',
+        f'<line class="axis" x1="{LEFT}" y1="{bottom}" x2="{LEFT + PLOT_W}" y2="{bottom}" stroke="black"/>',
+    ]
+    for value in ticks(x_max, x_integer):
+        x = x_of(value, x_max)
+        out.append(
+            f'<line class="tick" x1="{x:.1f}" y1="{TOP + PLOT_H}" x2="{x:.1f}" y2="{TOP + PLOT_H + TICK}" '
+            'stroke="black"/>'
+        )
+        out.append(
+            f'<text class="tick-label" x="{x:.1f}" y="{TOP + PLOT_H + TICK + 13}" text-anchor="middle" '
+            f'font-size="11">{_label(value, x_integer)}</text>'
+        )
+    out += [
+        f'<text class="axis-label" x="{LEFT + PLOT_W / 2}" y="{H - 10}" text-anchor="middle" font-size="13">'
+        f"{html.escape(x_label)}</text>",
+        "</g>",
+        '<g class="y-axis">',
+        f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + PLOT_H}" stroke="black"/>',
+    ]
+    for value in ticks(y_max, y_integer):
+        y = y_of(value, y_max)
+        out.append(
+            f'<line class="tick" x1="{LEFT - TICK}" y1="{y:.1f}" x2="{LEFT}" y2="{y:.1f}" stroke="black"/>'
+        )
+        out.append(
+            f'<text class="tick-label" x="{LEFT - TICK - 3}" y="{y + 4:.1f}" text-anchor="end" '
+            f'font-size="11">{_label(value, y_integer)}</text>'
+        )
+    mid = TOP + PLOT_H / 2
+    out += [
+        f'<text class="axis-label" x="16" y="{mid}" transform="rotate(-90 16 {mid})" text-anchor="middle" '
+        f'font-size="13">{html.escape(y_label)}</text>',
+        "</g>",
+        '<g class="points">',
+    ]
+    for p in points:
+        out.append(
+            f'<circle class="point {p.kind}" cx="{x_of(p.x, x_max):.1f}" cy="{y_of(p.y, y_max):.1f}" r="5" '
+            f'fill="{COLOURS.get(p.kind, "#555")}">'
+            f"<title>{html.escape(p.label)}</title></circle>"
+        )
+    out += ["</g>", "</svg>"]
+    return "\n".join(out)
