@@ -183,7 +183,9 @@ def test_cli_print_needs_no_preflight(
     ("args", "message"),
     [
         (["--", "--tp-size", "2"], "free arguments are not accepted"),
-        (["--tp-size", "2"], "--tp-size 2: `--` and free arguments are not accepted"),
+        (["--tp-size", "2"], "unknown option --tp-size: bitexact-server takes --host, --list-variants,"),
+        (["--prt", "30001"], "unknown option --prt: did you mean --port?"),
+        (["--port=30001", "--var", "no-spec"], "unknown option --var: did you mean --variant?"),
         (["extra"], "extra: `--` and free arguments are not accepted"),
         (["--variant", "nope"], "unknown variant `nope`"),
         ([], "no recipe"),
@@ -203,6 +205,27 @@ def test_cli_rejects_a_bad_port(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SystemExit) as exit_info:
         _run(monkeypatch, ["--recipe", str(RECIPE_PATH), "--port", "70000"], {})
     assert exit_info.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "args", [["--port", "30001", "--port", "30002"], ["--variant=no-spec", "--variant=recipe"]]
+)
+def test_cli_refuses_an_option_given_twice(
+    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        _run(monkeypatch, ["--recipe", str(RECIPE_PATH), *args, "--print"], {})
+    assert exit_info.value.code == 2
+    assert f"{args[0].split('=')[0]} given twice" in capsys.readouterr().err
+
+
+def test_cli_notes_hf_hub_offline_forced_over_the_callers_zero(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _ = _run(monkeypatch, ["--recipe", str(RECIPE_PATH), "--print"], {"HF_HUB_OFFLINE": "0"})
+    captured = capsys.readouterr()
+    assert code == 0 and json.loads(captured.out)["env"]["HF_HUB_OFFLINE"] == "1"
+    assert "note: HF_HUB_OFFLINE='0' from the caller is replaced by '1'" in captured.err
 
 
 def test_cli_notes_a_deep_gemm_outside_the_pinned_path(
