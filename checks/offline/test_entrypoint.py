@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hfcache_support import RECIPE_PATH, REPO, materialize, nix_eval, nix_str, write_locked
 from released_wheels import unpacked_wheel
+from sglang_series import apply_series, copy_touched
 
 sys.path.insert(0, str(REPO / "images" / "entrypoint" / "src"))
 
@@ -99,13 +100,12 @@ def _patch(root: Path, patch: Path, strip: int) -> None:
 
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Site-packages roots: `patched` (the marker from our series applied to an empty sglang/, DeepGEMM
-    0.2.0 with our fence) and `stock` (the released sglang 0.5.20 and sgl-deep-gemm 0.2.0 as shipped)."""
+    """Site-packages roots: `patched` (the files of sglang 0.5.20 that our series touches, with the series
+    and its manifest, DeepGEMM 0.2.0 with our fence) and `stock` (the released sglang 0.5.20 and
+    sgl-deep-gemm 0.2.0 as shipped)."""
     patched = tmp_path_factory.mktemp("patched")
-    (patched / "sglang").mkdir()
-    (patched / "sglang" / "__init__.py").write_text("")
-    for patch in sorted((REPO / "patches" / "sglang").glob("0001-*.patch")):
-        _patch(patched, patch, 2)
+    copy_touched(unpacked_wheel("sglang", "0.5.20"), patched)
+    apply_series(patched)
     header = patched / FENCED_HEADER
     header.parent.mkdir(parents=True)
     (patched / "deep_gemm" / "__init__.py").write_text("")
