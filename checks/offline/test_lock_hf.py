@@ -265,6 +265,16 @@ def test_truncated_lfs_blob_is_refused_naming_the_file(
     assert not _written(tmp_path).exists()
 
 
+def test_missing_blob_is_refused_as_huggingface_hub_sees_it(
+    hub_server: HubStandIn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshot = write_cache("installed", hub_server, tmp_path / "hub-cache", REPO)
+    (snapshot / SHARDS[0]).resolve().unlink()  # the link stays, dangling
+    assert _pin(tmp_path, REPO, "--snapshot", str(snapshot)) == 1
+    err = capsys.readouterr().err
+    assert "huggingface_hub finds the cache corrupted" in err and "Blob missing (broken symlink)" in err
+
+
 @pytest.mark.parametrize("writer", WRITERS)
 def test_edited_small_file_is_refused_by_its_git_blob_id(
     writer: str, hub_server: HubStandIn, tmp_path: Path, capsys: pytest.CaptureFixture[str]

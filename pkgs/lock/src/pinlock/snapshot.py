@@ -109,9 +109,7 @@ def _revision(
 ) -> CachedRevisionInfo:
     cached = {str(r.commit_hash): r for r in repo.revisions}
     refs = {name: str(r.commit_hash) for name, r in repo.refs.items()}
-    listing = ", ".join(
-        f"{c[:12]}" + "".join(f" ({n})" for n, h in refs.items() if h == c) for c in sorted(cached)
-    )
+    listing = ", ".join(c[:12] + "".join(f" ({n})" for n in sorted(cached[c].refs)) for c in sorted(cached))
     if path_revision is not None:
         if not is_revision(path_revision):
             raise UsageError(f"--snapshot {path}: snapshots/{path_revision} is not a commit (40 hex digits)")
