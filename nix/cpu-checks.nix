@@ -71,14 +71,18 @@ in
   };
 }
 // (if sglangSrc == null then { } else {
-  # The patch series applies, in order and without fuzz, to the pinned SGLang commit.
-  sglang-patches-apply = pkgs.runCommand "sglang-patches-apply" { } ''
+  # The patch series applies, in order and without fuzz, to the pinned SGLang commit, and the
+  # preflight's manifest writer (which reverses it on a copy first) accepts the result.
+  sglang-patches-apply = pkgs.runCommand "sglang-patches-apply" { nativeBuildInputs = [ pkgs.python3 ]; } ''
     cp -r ${sglangSrc} tree
     chmod -R u+w tree
+    mkdir series
     for patch in ${lib.escapeShellArgs (map (p: "${p}") sglangPatches)}; do
       echo "applying $(basename "$patch")"
       patch -p1 --fuzz=0 --batch --forward -d tree < "$patch"
     done
+    ${lib.concatMapStrings (p: "ln -s ${p} series/${lib.escapeShellArg (baseNameOf p)}\n") sglangPatches}
+    python3 ${../pkgs/server/src/exactlaunch/manifest.py} write tree/python --series series
     echo "${toString (builtins.length sglangPatches)} patches apply to ${sglangSrc.rev}" | tee $out
   '';
 })

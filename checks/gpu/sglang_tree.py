@@ -22,6 +22,9 @@ from pathlib import Path
 
 TREE_ENV = "BITEXACT_SGLANG_TREE"
 MARKER = Path("sglang") / "srt" / "bitexact_patches.py"
+# The launcher's content manifest (standard library only), from this checkout.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "pkgs" / "server" / "src"))
+from exactlaunch import manifest  # noqa: E402
 
 # Third-party packages that SGLang's module-level imports reach on the way to the attention backend
 # and batch_invariant_ops. Each is placeheld only if it is not installed; installed ones are real.
@@ -158,6 +161,11 @@ def tree_problem(tree: Path | None) -> str | None:
         return f"{TREE_ENV}={tree} holds no sglang/srt directory"
     if not (tree / MARKER).is_file():
         return f"{TREE_ENV}={tree} lacks {MARKER}: apply patches/sglang/*.patch with patch -p2 first"
+    # The files must be what the series the manifest names produced (a subset of the series is fine
+    # for kernel checks, when the manifest was written for that subset).
+    problems = manifest.verify(tree)
+    if problems:
+        return f"{TREE_ENV}={tree}: " + "; ".join(problems)
     return None
 
 

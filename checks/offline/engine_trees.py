@@ -1,5 +1,6 @@
 """Site-packages trees the exact-mode preflight accepts or refuses, from the real released wheels:
-`patched` (our series' marker applied to an empty sglang/, the sgl-deep-gemm 0.2.0 header with our fence)
+`patched` (the files of sglang 0.5.20 that our series touches, with the whole series and its content
+manifest, sglang_series.py; the sgl-deep-gemm 0.2.0 header with our fence)
 and `stock` (sglang 0.5.20 and sgl-deep-gemm 0.2.0 as shipped). Used by the entrypoint tests, in a
 process here and in a container."""
 
@@ -10,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 from released_wheels import unpacked_wheel
+from sglang_series import apply_series, copy_touched
 
 REPO = Path(__file__).resolve().parents[2]
 FENCED_HEADER = "deep_gemm/include/deep_gemm/impls/sm120_bf16_gemm.cuh"
@@ -23,10 +25,9 @@ def apply_patch(root: Path, patch: Path, strip: int) -> None:
 
 def patched_tree(root: Path) -> Path:
     """`root` (created) as a site-packages directory whose sglang and deep_gemm pass the preflight."""
-    (root / "sglang").mkdir(parents=True)
-    (root / "sglang" / "__init__.py").write_text("")
-    for patch in sorted((REPO / "patches" / "sglang").glob("0001-*.patch")):
-        apply_patch(root, patch, 2)
+    root.mkdir(parents=True, exist_ok=True)
+    copy_touched(unpacked_wheel("sglang", "0.5.20"), root)
+    apply_series(root)
     header = root / FENCED_HEADER
     header.parent.mkdir(parents=True)
     (root / "deep_gemm" / "__init__.py").write_text("")

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from driver_standins import install_driver
-from exactlaunch import cli, load_recipe, preflight
+from exactlaunch import cli, load_recipe, manifest, preflight
 from exactlaunch.preflight import check_deep_gemm, check_sglang, header_is_fenced, read_applied
 from released_wheels import unpacked_wheel
+from sglang_series import apply_patch, apply_series, copy_touched
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE_PATH = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
@@ -23,25 +24,7 @@ SGLANG_SERIES = sorted((REPO / "patches" / "sglang").glob("*.patch"))
 FENCE_PATCH = REPO / "patches" / "deep-gemm" / "0001-sm120-fence.patch"
 # Tests using these fixtures get the markers (checks/conftest.py).
 FIXTURE_NEEDS = {"sglang_020": ("network",), "site": ("network",)}
-
-
-def _patch(root: Path, patch: Path, strip: int) -> None:
-    result = subprocess.run(
-        [
-            "patch",
-            f"-p{strip}",
-            "--fuzz=0",
-            "--batch",
-            "--forward",
-            "--no-backup-if-mismatch",
-            "-i",
-            str(patch),
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, f"{patch.name}: {result.stdout}{result.stderr}"
+TRITON_BACKEND = "sglang/srt/layers/attention/triton_backend.py"
 
 
 @pytest.fixture(scope="module")
@@ -53,16 +36,28 @@ def sglang_020() -> Path:
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory, sglang_020: Path) -> Path:
     """A site-packages copy of the real sglang 0.5.20 and sgl-deep-gemm 0.2.0 trees with our series applied
-    (native extension modules left out: the series touches Python files only)."""
+    and its manifest written, as pkgs/sglang does (native extension modules left out: the series touches
+    Python files only)."""
     if not SGLANG_SERIES:
         pytest.fail("patches/sglang/ holds no series yet (0001-bitexact-marker.patch is expected)")
     root = tmp_path_factory.mktemp("site-packages")
     shutil.copytree(sglang_020, root / "sglang", ignore=shutil.ignore_patterns("*.so"))
-    for patch in SGLANG_SERIES:
-        _patch(root, patch, 2)
+    apply_series(root, SGLANG_SERIES)
     shutil.copytree(unpacked_wheel("sgl-deep-gemm", "0.2.0") / "deep_gemm", root / "deep_gemm")
-    _patch(root, FENCE_PATCH, 1)
+    apply_patch(root, FENCE_PATCH, 1)
     return root
+
+
+def small_site(tmp_path: Path, sglang_020: Path, patches: list[Path], write_manifest: bool = True) -> Path:
+    """Only the files the series touches, from the real 0.5.20 tree, with `patches` applied, and the real
+    DeepGEMM 0.2.0 header fenced: enough for the preflight, without copying the whole package."""
+    copy_touched(sglang_020.parent, tmp_path)
+    apply_series(tmp_path, patches, write_manifest)
+    header = tmp_path / RECIPE.deep_gemm_header
+    header.parent.mkdir(parents=True)
+    shutil.copyfile(unpacked_wheel("sgl-deep-gemm", "0.2.0") / RECIPE.deep_gemm_header, header)
+    apply_patch(tmp_path, FENCE_PATCH, 1)
+    return tmp_path
 
 
 def test_refuses_the_real_unpatched_sglang(sglang_020: Path) -> None:
@@ -75,6 +70,60 @@ def test_refuses_the_real_unpatched_sglang(sglang_020: Path) -> None:
 def test_accepts_sglang_after_the_real_series(site: Path) -> None:
     assert read_applied(site / "sglang" / "srt" / "bitexact_patches.py") == tuple(RECIPE.engine_patches)
     assert check_sglang(site / "sglang", RECIPE.engine_patches) == []
+
+
+def test_refuses_the_marker_patch_alone_with_the_fence(tmp_path: Path, sglang_020: Path) -> None:
+    """0001 writes the marker naming the whole series: the marker alone must not pass for the patches."""
+    root = small_site(tmp_path, sglang_020, SGLANG_SERIES[:1], write_manifest=False)
+    assert read_applied(root / "sglang" / "srt" / "bitexact_patches.py") == tuple(RECIPE.engine_patches)
+    failures = preflight(RECIPE, sglang_dir=root / "sglang", deep_gemm_root=root)
+    assert [f.component for f in failures] == ["sglang"]
+    assert "bitexact_manifest.json is missing" in failures[0].problem
+    assert "python -m exactlaunch.manifest write" in failures[0].fix
+    # Nor can a manifest be written for it: the writer proves the series is applied first.
+    with pytest.raises(manifest.ManifestError, match="0004-small-m-triton-route.patch is not applied"):
+        manifest.write(root, SGLANG_SERIES)
+
+
+def test_refuses_a_hand_edit_of_one_patched_file_naming_it(tmp_path: Path, sglang_020: Path) -> None:
+    root = small_site(tmp_path, sglang_020, SGLANG_SERIES)
+    assert check_sglang(root / "sglang", RECIPE.engine_patches) == []
+    edited = root / TRITON_BACKEND
+    edited.write_text(edited.read_text().replace("def forward_extend", "def forward_extend ", 1))
+    (failure,) = check_sglang(root / "sglang", RECIPE.engine_patches)
+    assert failure.problem.startswith(f"{edited} differs from what the series produced")
+
+
+def test_refuses_a_partly_reverted_tree_naming_the_files(tmp_path: Path, sglang_020: Path) -> None:
+    root = small_site(tmp_path, sglang_020, SGLANG_SERIES)
+    apply_patch(root, SGLANG_SERIES[-1], reverse=True)  # 0004 taken off after the manifest was written
+    routed, added = (f.problem for f in check_sglang(root / "sglang", RECIPE.engine_patches))
+    assert routed.startswith(f"{root / 'sglang/srt/batch_invariant_ops/batch_invariant_ops.py'} differs")
+    assert added == f"{root / 'sglang/srt/batch_invariant_ops/small_m_route.py'} is missing"
+
+
+def test_refuses_a_manifest_of_another_series(tmp_path: Path, sglang_020: Path) -> None:
+    root = small_site(tmp_path, sglang_020, SGLANG_SERIES)
+    data = json.loads((root / manifest.MANIFEST).read_text())
+    data["series"] = data["series"][:-1]
+    (root / manifest.MANIFEST).write_text(json.dumps(data))
+    (failure,) = check_sglang(root / "sglang", RECIPE.engine_patches)
+    assert "was written for the series" in failure.problem and "(a stale tree)" in failure.problem
+    (root / manifest.MANIFEST).write_text("{")
+    (failure,) = check_sglang(root / "sglang", RECIPE.engine_patches)
+    assert "bitexact_manifest.json is unreadable" in failure.problem
+
+
+def test_content_check_takes_under_100_ms_on_the_real_tree(site: Path) -> None:
+    """The preflight re-hashes every touched file on each start; the figure is printed (pytest -s)."""
+    timings = []
+    for _ in range(5):
+        start = time.perf_counter()
+        assert check_sglang(site / "sglang", RECIPE.engine_patches) == []
+        timings.append(time.perf_counter() - start)
+    files = len(json.loads((site / manifest.MANIFEST).read_text())["files"])
+    print(f"preflight sglang content check: {min(timings) * 1000:.1f} ms for {files} files (best of 5)")
+    assert min(timings) < 0.1
 
 
 def test_refuses_a_marker_that_differs_from_the_recipe(site: Path) -> None:
@@ -229,7 +278,9 @@ def test_cli_print_shows_the_driver_it_would_use(
     ("args", "message"),
     [
         (["--", "--tp-size", "2"], "free arguments are not accepted"),
-        (["--tp-size", "2"], "--tp-size 2: `--` and free arguments are not accepted"),
+        (["--tp-size", "2"], "unknown option --tp-size: bitexact-server takes --host, --list-variants,"),
+        (["--prt", "30001"], "unknown option --prt: did you mean --port?"),
+        (["--port=30001", "--var", "no-spec"], "unknown option --var: did you mean --variant?"),
         (["extra"], "extra: `--` and free arguments are not accepted"),
         (["--variant", "nope"], "unknown variant `nope`"),
         ([], "no recipe"),
@@ -249,6 +300,27 @@ def test_cli_rejects_a_bad_port(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SystemExit) as exit_info:
         _run(monkeypatch, ["--recipe", str(RECIPE_PATH), "--port", "70000"], {})
     assert exit_info.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "args", [["--port", "30001", "--port", "30002"], ["--variant=no-spec", "--variant=recipe"]]
+)
+def test_cli_refuses_an_option_given_twice(
+    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        _run(monkeypatch, ["--recipe", str(RECIPE_PATH), *args, "--print"], {})
+    assert exit_info.value.code == 2
+    assert f"{args[0].split('=')[0]} given twice" in capsys.readouterr().err
+
+
+def test_cli_notes_hf_hub_offline_forced_over_the_callers_zero(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _ = _run(monkeypatch, ["--recipe", str(RECIPE_PATH), "--print"], {"HF_HUB_OFFLINE": "0"})
+    captured = capsys.readouterr()
+    assert code == 0 and json.loads(captured.out)["env"]["HF_HUB_OFFLINE"] == "1"
+    assert "note: HF_HUB_OFFLINE='0' from the caller is replaced by '1'" in captured.err
 
 
 def test_cli_notes_a_deep_gemm_outside_the_pinned_path(

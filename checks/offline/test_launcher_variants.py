@@ -231,6 +231,14 @@ def test_env_takes_callers_cache_and_says_so() -> None:
     assert any("BITEXACT_HF_HUB_CACHE unset" in note and "/data/hf" in note for note in env.notes)
 
 
+def test_env_forcing_hf_hub_offline_over_the_callers_zero_says_so() -> None:
+    env = build_env(PINNED | {"HF_HUB_OFFLINE": "0"}, RECIPE_ENV)
+    assert env.full["HF_HUB_OFFLINE"] == "1"
+    (note,) = [n for n in env.notes if "HF_HUB_OFFLINE" in n]
+    assert note.startswith("HF_HUB_OFFLINE='0' from the caller is replaced by '1'")
+    assert build_env(PINNED | {"HF_HUB_OFFLINE": "1"}, RECIPE_ENV).notes == []  # nothing to say
+
+
 def test_env_keeps_callers_dg_cache_and_overrides_recipe_vars_loudly() -> None:
     caller = PINNED | {"SGLANG_DG_CACHE_DIR": "/mine", "SGLANG_BATCH_INVARIANT_OPS_SMALL_M_TRITON": "0"}
     env = build_env(caller, RECIPE_ENV)

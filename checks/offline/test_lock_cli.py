@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -32,8 +33,17 @@ def test_status_lists_absent_pins_and_fails(tmp_path: Path, capsys: pytest.Captu
     assert "ABSENT  weights manifest incoai/Qwen3.8-27B-DFlash2@015e795645c7" in out
 
 
-def test_status_passes_when_everything_is_pinned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    root = _checkout(tmp_path)
+def _manifest(repo: str, revision: str) -> dict[str, object]:
+    """A manifest in the contract's schema (one file; its bytes are b'{}')."""
+    sha = hashlib.sha256(b"{}").hexdigest()
+    return {
+        "repo": repo,
+        "revision": revision,
+        "files": [{"path": "config.json", "size": 2, "sha256": sha, "lfs": False}],
+    }
+
+
+def _all_pinned(root: Path) -> dict[str, Path]:
     recipe = json.loads((root / "nix/recipes/qwen3.8-27b-exact.json").read_text())
     write_json(
         root / "nix/pins/sglang-src.json", {"owner": "o", "repo": "r", "rev": "0" * 40, "narHash": "x"}
@@ -41,16 +51,48 @@ def test_status_passes_when_everything_is_pinned(tmp_path: Path, capsys: pytest.
     write_json(root / "nix/pins/sglang-cargo.json", {"locks": ["rust/Cargo.lock"], "outputHashes": {}})
     (root / "nix/pins/sglang-cargo-locks/rust").mkdir(parents=True)
     (root / "nix/pins/sglang-cargo-locks/rust/Cargo.lock").write_text("version = 4\n")
+    manifests = {}
     for key in ("model", "drafter"):
         org, name = recipe[key]["repo"].split("/")
-        write_json(root / f"pkgs/weights/manifests/{org}--{name}.json", {"revision": recipe[key]["revision"]})
+        manifests[key] = root / f"pkgs/weights/manifests/{org}--{name}.json"
+        write_json(manifests[key], _manifest(recipe[key]["repo"], recipe[key]["revision"]))
     (root / "pkgs/server-env").mkdir(parents=True)
     (root / "pkgs/server-env/uv.lock").write_text("")
+    return manifests
+
+
+def test_status_passes_when_everything_is_pinned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _checkout(tmp_path)
+    manifests = _all_pinned(root)
     assert main(["--root", str(root), "status"]) == 0
     assert "ABSENT" not in capsys.readouterr().out
     # A manifest for another revision is not the pin.
-    write_json(root / "pkgs/weights/manifests/Qwen--Qwen3.8-27B.json", {"revision": "1" * 40})
+    write_json(manifests["model"], _manifest("Qwen/Qwen3.8-27B", "1" * 40))
     assert main(["--root", str(root), "status"]) == 1
+    assert "ABSENT  weights manifest Qwen/Qwen3.8-27B@1d4bf0f2ff60" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ('{"revision": "1d4bf0f2ff6012fd82039f2fa52739d0dd7c60c0"}', "exactly repo, revision, files"),
+        ("{", "not valid JSON"),
+        (None, "the manifest of Acme/Other, not Qwen/Qwen3.8-27B"),
+    ],
+)
+def test_status_names_a_malformed_weights_manifest_and_the_fix(
+    content: str | None, reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _checkout(tmp_path)
+    manifests = _all_pinned(root)
+    revision = json.loads(manifests["model"].read_text())["revision"]
+    text = json.dumps(_manifest("Acme/Other", revision)) if content is None else content
+    manifests["model"].write_text(text)
+    assert main(["--root", str(root), "status"]) == 1
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if "Qwen/Qwen3.8-27B@" in ln]
+    assert line.startswith("MALFORMED  weights manifest Qwen/Qwen3.8-27B@1d4bf0f2ff60: ")
+    assert reason in line
+    assert line.endswith(f"(delete it and run `nix run .#lock -- weights Qwen/Qwen3.8-27B@{revision}`)")
 
 
 @pytest.mark.nix
@@ -63,6 +105,13 @@ def test_hash_path_prints_what_nix_prints(tmp_path: Path, capsys: pytest.Capture
     assert capsys.readouterr().out.strip() == nix(
         "nix-hash", "--type", "sha256", "--base32", str(tmp_path / "d")
     )
+
+
+def test_hash_path_of_a_missing_path_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["hash-path", str(tmp_path / "nope")]) == 2
+    assert f"pinlock: error: {tmp_path / 'nope'} does not exist" in capsys.readouterr().err
 
 
 def test_console_script_help() -> None:
@@ -95,7 +144,11 @@ def test_weights_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["--root", str(root), "weights", "--snapshot", str(tmp_path)]) == 2
     assert "needs the repo" in capsys.readouterr().err
     assert main(["--root", str(root), "weights", "Org/Name", "--snapshot", str(tmp_path)]) == 2
-    assert "is not an HF cache snapshot (.../snapshots/<40 hex digits>)" in capsys.readouterr().err
+    assert "is not a Hugging Face hub cache, nor a repo or a snapshot in one" in capsys.readouterr().err
+    assert main(["--root", str(root), "weights", "Org/Name", "--snapshot", str(tmp_path / "nope")]) == 2
+    assert f"--snapshot {tmp_path / 'nope'} does not exist" in capsys.readouterr().err
+    assert main(["--root", str(root), "weights", "not a repo@" + "a" * 40]) == 2
+    assert "not a Hugging Face repo id" in capsys.readouterr().err
     # A malformed revision is refused before any step runs (2, not a failed step's 1).
     assert main(["--root", str(root), "weights", "Org/Name@main"]) == 2
     assert "40 hex digits" in capsys.readouterr().err
@@ -107,11 +160,17 @@ def test_weights_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
 
 def test_failed_step_keeps_going_and_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = _checkout(tmp_path)
-    snapshot = tmp_path / "empty"
-    snapshot.mkdir()
-    args = ["--root", str(root), "--cache-dir", str(tmp_path / "c"), "weights", f"Org/Name@{'a' * 40}"]
-    assert main([*args, "--snapshot", str(snapshot)]) == 1
-    assert "files must be a non-empty list" in capsys.readouterr().err
+    write_json(root / "nix/pins/sglang-src.json", {"owner": "o", "repo": "r"})  # no rev: the src step fails
+    cache = tmp_path / "hub" / "models--Org--Name"
+    (cache / "snapshots" / ("a" * 40)).mkdir(parents=True)  # a hub cache whose snapshot holds no file
+    (cache / "blobs").mkdir()
+    (cache / "refs").mkdir()
+    args = ["--root", str(root), "--cache-dir", str(tmp_path / "c")]
+    assert main([*args, "src"]) == 1
+    assert "`rev` is missing" in capsys.readouterr().err
+    assert main([*args, "weights", f"Org/Name@{'a' * 40}", "--snapshot", str(tmp_path / "hub")]) == 1
+    err = capsys.readouterr().err
+    assert "holds no files" in err and "1 step(s) failed: weights Org/Name; finished pins were kept" in err
 
 
 def test_write_json_is_atomic_and_read_json_names_bad_files(tmp_path: Path) -> None:
@@ -141,8 +200,8 @@ def test_common_options_go_before_or_after_the_command(tmp_path: Path) -> None:
     assert (plain.force, plain.cache_dir, plain.root, plain.recipe) == (False, None, None, None)
     # As README writes it: `nix run .#lock -- weights ... --cache-dir DIR`.
     root = _checkout(tmp_path)
-    snapshot = tmp_path / "empty"
-    snapshot.mkdir()
+    snapshot = tmp_path / "hub" / "models--Org--Name" / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
     args = ["weights", f"Org/Name@{'a' * 40}", "--snapshot", str(snapshot), "--root", str(root)]
     assert main([*args, "--cache-dir", str(tmp_path / "c")]) == 1  # ran the step (empty snapshot)
     assert (tmp_path / "c").is_dir()

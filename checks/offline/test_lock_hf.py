@@ -1,133 +1,121 @@
-"""pinlock's weights manifests: the Hub's tree API (fixture and a loopback server in its shape), and
-manifests of local snapshots checked against hashes computed here with hashlib.
-
-The tree API's shape follows huggingface_hub (1.32.0 read for this; the installed version is used
-below): `HfApi.list_repo_tree` GETs `{endpoint}/api/models/{repo}/tree/{revision}` with `recursive` and
-`expand`, follows `Link: <...>; rel="next"` pages (`utils/_pagination.py`), and builds `RepoFile(**entry)`
-for `type == "file"` (path, size, oid -> blob_id, lfs {oid -> sha256, size, pointerSize -> pointer_size},
-xetHash) and `RepoFolder` otherwise.
-"""
+"""pinlock's weights manifests against huggingface_hub itself, offline: a stand-in Hub on 127.0.0.1 serving
+real git repositories (checks/offline/hub_standin.py, written from huggingface_hub's source), hub caches
+written by huggingface_hub (the server lock's 1.32.0 from its released wheel, and the installed version),
+and expected manifests computed here with hashlib from the bytes served."""
 
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
-import threading
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from huggingface_hub.hf_api import RepoFile
-from pinlock import commands, net
+from hub_standin import HubRepo, HubStandIn
+from pinlock import commands, hub, net
 from pinlock.cli import main as pinlock_main
-from pinlock.hf import (
-    ManifestError,
-    TreeFile,
-    manifest_filename,
-    manifest_from_snapshot,
-    manifest_from_tree,
-    parse_tree,
-    validate_manifest,
-)
+from pinlock.hf import ManifestError, manifest_filename, validate_manifest
+from pinlock.pins import PinError
+from released_wheels import unpacked_wheel
 
 REPO = "Acme/Tiny-Model"
-REV = "1d4bf0f2ff6012fd82039f2fa52739d0dd7c60c0"
+OTHER = "Acme/Other-Model"
+SHARDS = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
 SMALL = {
-    ".gitattributes": b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n*.json -filter\n",
+    ".gitattributes": b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n",
     "config.json": b'{"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64}\n',
     "tokenizer/vocab.txt": b"a\nb\nc\n",
+    "model.safetensors.index.json": json.dumps({"weight_map": {"a": SHARDS[0], "b": SHARDS[1]}}).encode(),
 }
-LARGE = {
-    "model-00001-of-00002.safetensors": b"\x00" * 5000 + b"w1",
-    "model-00002-of-00002.safetensors": b"w2" * 999,
-}
+LARGE = {SHARDS[0]: b"\x00" * 5000 + b"w1", SHARDS[1]: b"w2" * 999}
+OTHER_FILES = {".gitattributes": SMALL[".gitattributes"], "model.safetensors": b"other weights"}
+# The cache writers: the installed huggingface_hub (nixpkgs' in the Nix sandbox), and the server lock's.
+WRITERS = ["installed", pytest.param("1.32.0", marks=pytest.mark.network)]
+SOURCES = Path(__file__).resolve().parents[2] / "pkgs" / "lock" / "src"
 
 
-def git_blob_id(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+def expected_manifest(repo: str, revision: str, files: dict[str, bytes], lfs: set[str]) -> dict[str, Any]:
+    rows = [
+        {"path": p, "size": len(d), "sha256": hashlib.sha256(d).hexdigest(), "lfs": p in lfs}
+        for p, d in files.items()
+    ]
+    return {"repo": repo, "revision": revision, "files": sorted(rows, key=lambda f: f["path"])}
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+@pytest.fixture(scope="module")
+def repos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, HubRepo]:
+    root = tmp_path_factory.mktemp("hub-git")
+    return {
+        REPO: HubRepo.create(root, REPO, SMALL | LARGE, set(LARGE)),
+        OTHER: HubRepo.create(root, OTHER, OTHER_FILES, {"model.safetensors"}),
+    }
 
 
-def tree_entries() -> list[dict[str, Any]]:
-    """Entries in the tree API's JSON shape (keys as the Hub sends them)."""
-    entries: list[dict[str, Any]] = [{"type": "directory", "oid": "f" * 40, "size": 0, "path": "tokenizer"}]
-    for path, data in SMALL.items():
-        entries.append({"type": "file", "oid": git_blob_id(data), "size": len(data), "path": path})
-    for path, data in LARGE.items():
-        pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256(data)}\nsize {len(data)}\n"
-        entries.append(
-            {
-                "type": "file",
-                "oid": git_blob_id(pointer.encode()),
-                "size": len(data),
-                "path": path,
-                "lfs": {"oid": sha256(data), "size": len(data), "pointerSize": len(pointer)},
-                "xetHash": "e" * 64,
-            }
-        )
-    return entries
+def expected(repos: dict[str, HubRepo], name: str = REPO) -> dict[str, Any]:
+    repo = repos[name]
+    return expected_manifest(name, repo.commit, repo.contents, set(repo.lfs))
 
 
-def expected_manifest() -> dict[str, Any]:
-    files = [{"path": p, "size": len(d), "sha256": sha256(d), "lfs": False} for p, d in SMALL.items()]
-    files += [{"path": p, "size": len(d), "sha256": sha256(d), "lfs": True} for p, d in LARGE.items()]
-    return {"repo": REPO, "revision": REV, "files": sorted(files, key=lambda f: f["path"])}
+@pytest.fixture
+def hub_server(repos: dict[str, HubRepo], monkeypatch: pytest.MonkeyPatch) -> Iterator[HubStandIn]:
+    with HubStandIn(list(repos.values())) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.delenv("HF_TOKEN", raising=False)
+        monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+        monkeypatch.setattr(hub, "RETRY_DELAY", 0.0)
+        yield server
 
 
-def test_fixture_has_the_shape_huggingface_hub_parses() -> None:
-    files = parse_tree(tree_entries())
-    theirs = {e["path"]: RepoFile(**e) for e in tree_entries() if e["type"] == "file"}
-    assert sorted(theirs) == [f.path for f in files]
-    for ours in files:
-        repo_file = theirs[ours.path]
-        assert (repo_file.size, repo_file.blob_id) == (ours.size, ours.git_oid)
-        assert (repo_file.lfs.sha256 if repo_file.lfs else None) == ours.lfs_sha256
+def write_cache(writer: str, server: HubStandIn, target: Path, repo: str, how: str = "snapshot") -> Path:
+    """A hub cache (or a --local-dir folder) written by huggingface_hub `writer`, in a fresh process
+    (huggingface_hub reads HF_ENDPOINT at import); returns the path huggingface_hub returned."""
+    code = (
+        "import sys, huggingface_hub as h\n"
+        "how, repo, target = sys.argv[1:4]\n"
+        "if how == 'snapshot': print(h.snapshot_download(repo, revision='main', cache_dir=target))\n"
+        "elif how == 'local-dir': print(h.snapshot_download(repo, revision='main', local_dir=target))\n"
+        "else:\n"
+        "    for name in sys.argv[4:]:\n"
+        "        print(h.hf_hub_download(repo, name, revision='main', cache_dir=target))\n"
+    )
+    path = str(unpacked_wheel("huggingface_hub", writer)) if writer != "installed" else ""
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": server.url,
+        "HF_HOME": str(target.parent / "hf-home"),
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+        "PYTHONPATH": path,
+    }
+    files = [*SMALL, *LARGE] if how == "files" else []
+    done = subprocess.run(
+        [sys.executable, "-c", code, how, repo, str(target), *files], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return Path(done.stdout.splitlines()[-1])
 
 
-def test_manifest_from_tree_hashes_only_small_files() -> None:
-    asked: list[str] = []
-
-    def small(item: TreeFile) -> str:
-        asked.append(item.path)
-        return sha256(SMALL[item.path])
-
-    manifest = manifest_from_tree(REPO, REV, parse_tree(tree_entries()), small)
-    assert manifest == expected_manifest()
-    assert sorted(asked) == sorted(SMALL)
+def _checkout(tmp_path: Path) -> Path:
+    root = tmp_path / "checkout"
+    (root / "nix" / "recipes").mkdir(parents=True, exist_ok=True)
+    return root
 
 
-@pytest.mark.parametrize(
-    ("change", "message"),
-    [
-        ({"lfs": {"oid": "abc", "size": 3, "pointerSize": 1}}, "not a sha256"),
-        ({"lfs": {"oid": "a" * 64, "size": 1, "pointerSize": 1}}, "differs from file size"),
-        ({"path": "../escape"}, "unsafe file path"),
-        ({"path": "/abs"}, "unsafe file path"),
-        ({"type": "symlink"}, "unknown type"),
-        ({"size": -1}, "bad size"),
-    ],
-)
-def test_bad_tree_entries_are_refused(change: dict[str, Any], message: str) -> None:
-    entry = {"type": "file", "oid": "0" * 40, "size": 3, "path": "x"} | change
-    with pytest.raises(ManifestError, match=message):
-        parse_tree([entry])
+def _pin(tmp_path: Path, target: str, *args: str) -> int:
+    return pinlock_main(
+        ["--root", str(_checkout(tmp_path)), "--cache-dir", str(tmp_path / "c"), "weights", target, *args]
+    )
 
 
-def test_missing_keys_and_duplicates_are_refused() -> None:
-    with pytest.raises(ManifestError, match="lacks 'oid'"):
-        parse_tree([{"type": "file", "size": 1, "path": "x"}])
-    entry = {"type": "file", "oid": "0" * 40, "size": 1, "path": "x"}
-    with pytest.raises(ManifestError, match="listed twice"):
-        parse_tree([entry, entry])
+def _written(tmp_path: Path, repo: str = REPO) -> Path:
+    return _checkout(tmp_path) / "pkgs" / "weights" / "manifests" / manifest_filename(repo)
 
 
-def test_validate_manifest_schema() -> None:
-    good = expected_manifest()
+def test_validate_manifest_schema(repos: dict[str, HubRepo]) -> None:
+    good = expected(repos)
     assert validate_manifest(good, "m") == good
     for broken, message in [
         (good | {"extra": 1}, "exactly repo, revision, files"),
@@ -137,209 +125,259 @@ def test_validate_manifest_schema() -> None:
         (good | {"files": list(reversed(good["files"]))}, "sorted"),
         (good | {"files": [good["files"][0] | {"sha256": "A" * 64}]}, "lowercase hex"),
         (good | {"files": [good["files"][0] | {"lfs": "yes"}]}, "true or false"),
+        (good | {"files": [good["files"][0] | {"path": "../escape"}]}, "unsafe file path"),
     ]:
         with pytest.raises(ManifestError, match=message):
             validate_manifest(broken, "m")
     assert manifest_filename("Qwen/Qwen3.8-27B") == "Qwen--Qwen3.8-27B.json"
 
 
-# Local snapshots: an HF cache layout (snapshots/<rev>/* -> ../../blobs/<etag>) and a plain directory.
+# The Hub path: list_repo_tree and hf_hub_download against the stand-in.
 
 
-def hf_cache_snapshot(root: Path) -> Path:
-    repo_dir = root / f"models--{REPO.replace('/', '--')}"
-    snapshot = repo_dir / "snapshots" / REV
-    (repo_dir / "blobs").mkdir(parents=True)
-    for path, data in {**SMALL, **LARGE}.items():
-        etag = sha256(data) if path in LARGE else git_blob_id(data)  # huggingface_hub names blobs by etag
-        (repo_dir / "blobs" / etag).write_bytes(data)
-        link = snapshot / path
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(Path(*([".."] * (len(Path(path).parts) + 1))) / "blobs" / etag)
-    (repo_dir / "refs").mkdir()
-    (repo_dir / "refs" / "main").write_text(REV)
-    return snapshot
+def test_hub_manifest_takes_lfs_oids_and_downloads_only_small_files(
+    hub_server: HubStandIn, repos: dict[str, HubRepo], tmp_path: Path
+) -> None:
+    assert _pin(tmp_path, f"{REPO}@{repos[REPO].commit}") == 0
+    assert json.loads(_written(tmp_path).read_text()) == expected(repos)
+    paths = [p for _, p, _, _ in hub_server.requests]
+    assert sum("/tree/" in p for p in paths) >= 3  # every page of the listing (3 entries a page)
+    assert not any(p.startswith("/cdn/") for p in paths)  # LFS files: their oid, no download
 
 
-def test_snapshot_manifest_matches_independent_hashes(tmp_path: Path) -> None:
-    snapshot = hf_cache_snapshot(tmp_path)
-    assert manifest_from_snapshot(REPO, REV, snapshot) == expected_manifest()
+def test_hub_retries_a_failed_listing_and_resumes_a_cut_download(
+    hub_server: HubStandIn, repos: dict[str, HubRepo], tmp_path: Path
+) -> None:
+    commit = repos[REPO].commit
+    hub_server.fail_once[f"/api/models/{REPO}/tree/{commit}"] = 503
+    hub_server.cut_once.add(f"/{REPO}/resolve/{commit}/config.json")
+    assert _pin(tmp_path, f"{REPO}@{commit}") == 0
+    assert json.loads(_written(tmp_path).read_text()) == expected(repos)
+    # Fetched again after the cut (huggingface_hub resumes with a Range from its 10 MB chunk boundaries;
+    # a smaller file starts over), and the bytes pinned are the whole file's.
+    config = [r for r in hub_server.requests if r[0] == "GET" and r[1].endswith("/config.json")]
+    assert len(config) == 2
 
 
-def test_snapshot_manifest_sees_a_corrupted_blob(tmp_path: Path) -> None:
-    snapshot = hf_cache_snapshot(tmp_path)
-    blob = (snapshot / "config.json").resolve()
-    blob.write_bytes(blob.read_bytes().replace(b"64", b"65"))
-    assert manifest_from_snapshot(REPO, REV, snapshot) != expected_manifest()
+def test_hub_file_differing_from_the_tree_is_refused(
+    hub_server: HubStandIn, repos: dict[str, HubRepo], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A download whose bytes are not the tree's blob (same size, other content) is not pinned."""
+    served = repos[REPO].contents["config.json"]
+    repos[REPO].contents["config.json"] = served.replace(b"64", b"65")
+    try:
+        assert _pin(tmp_path, f"{REPO}@{repos[REPO].commit}") == 1
+    finally:
+        repos[REPO].contents["config.json"] = served
+    err = capsys.readouterr().err
+    assert f"{REPO}/config.json: downloaded {len(served)} bytes with git blob id" in err
+    assert "the cached copy was removed: run again" in err
+    assert not _written(tmp_path).exists()
 
 
-def test_plain_directory_uses_gitattributes_and_skips_metadata(tmp_path: Path) -> None:
-    for path, data in {**SMALL, **LARGE}.items():
-        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / path).write_bytes(data)
-    (tmp_path / ".cache" / "huggingface").mkdir(parents=True)
-    (tmp_path / ".cache" / "huggingface" / "x.metadata").write_text("local_dir bookkeeping")
-    assert manifest_from_snapshot(REPO, REV, tmp_path) == expected_manifest()
-
-
-def test_incomplete_snapshot_is_refused(tmp_path: Path) -> None:
-    snapshot = hf_cache_snapshot(tmp_path)
-    (snapshot / "config.json").resolve().unlink()
-    with pytest.raises(ManifestError, match="dangling link"):
-        manifest_from_snapshot(REPO, REV, snapshot)
-
-
-def test_cli_snapshot_infers_revision_and_writes_the_manifest(tmp_path: Path) -> None:
-    root = tmp_path / "checkout"
-    (root / "nix" / "recipes").mkdir(parents=True)
-    snapshot = hf_cache_snapshot(tmp_path / "hub")
-    args = [
-        "--root",
-        str(root),
-        "--cache-dir",
-        str(tmp_path / "c"),
-        "weights",
-        REPO,
-        "--snapshot",
-        str(snapshot),
-    ]
-    assert pinlock_main(args) == 0
-    written = root / "pkgs" / "weights" / "manifests" / "Acme--Tiny-Model.json"
-    assert json.loads(written.read_text()) == expected_manifest()
-    assert written.stat().st_mode & 0o777 == 0o644
-    assert [p.name for p in written.parent.iterdir()] == [written.name]  # no temp files left behind
-
-
-# The networked path against a loopback server that answers like the Hub.
-
-
-class FakeHub(http.server.BaseHTTPRequestHandler):
-    files: dict[str, bytes] = {}
-    requests: list[tuple[str, str | None, str | None]] = []
-    ignore_range = False
-    gated_token: str | None = None
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        FakeHub.requests.append((self.path, self.headers.get("Authorization"), self.headers.get("Range")))
-        if FakeHub.gated_token and self.headers.get("Authorization") != f"Bearer {FakeHub.gated_token}":
-            self.send_response(401)
-            self.end_headers()
-            return
-        tree_prefix = f"/api/models/{REPO}/tree/{REV}?recursive=true&expand=false"
-        if self.path.startswith(tree_prefix):
-            entries = tree_entries()
-            second = self.path.endswith("&cursor=2")
-            page = entries[3:] if second else entries[:3]
-            body = json.dumps(page).encode()
-            self.send_response(200)
-            if not second:
-                host = f"http://127.0.0.1:{self.server.server_address[1]}"
-                self.send_header("Link", f'<{host}{tree_prefix}&cursor=2>; rel="next"')
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-            return
-        if self.path.startswith("/redirect-to/"):
-            self.send_response(302)
-            self.send_header("Location", "http://" + self.path[len("/redirect-to/") :])
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        prefix = f"/{REPO}/resolve/{REV}/"
-        data = FakeHub.files.get(self.path[len(prefix) :]) if self.path.startswith(prefix) else None
-        if data is None:
-            self.send_response(404)
-            self.end_headers()
-            return
-        start = 0
-        if self.headers.get("Range") and not FakeHub.ignore_range:
-            start = int(self.headers["Range"].split("=")[1].rstrip("-"))
-            self.send_response(206)
-        else:
-            self.send_response(200)
-        self.send_header("Content-Length", str(len(data) - start))
-        self.end_headers()
-        self.wfile.write(data[start:])
-
-
-@pytest.fixture
-def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    FakeHub.files = dict(SMALL) | dict(LARGE)
-    FakeHub.requests, FakeHub.ignore_range, FakeHub.gated_token = [], False, None
-    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
-    monkeypatch.setenv("HF_ENDPOINT", endpoint)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
-    yield endpoint
-    server.shutdown()
-    server.server_close()
-
-
-def _ctx(tmp_path: Path) -> commands.Context:
-    root = tmp_path / "checkout"
-    (root / "nix" / "recipes").mkdir(parents=True, exist_ok=True)
-    return commands.Context(root=root, cache=tmp_path / "cache")
-
-
-def test_hub_manifest_follows_pages_and_downloads_only_small_files(hub: str, tmp_path: Path) -> None:
-    ctx = _ctx(tmp_path)
-    commands.lock_weights(ctx, REPO, REV)
-    written = ctx.root / "pkgs" / "weights" / "manifests" / manifest_filename(REPO)
-    assert json.loads(written.read_text()) == expected_manifest()
-    paths = [p for p, _, _ in FakeHub.requests]
-    assert sum("/tree/" in p for p in paths) == 2  # both pages
-    assert not any(name in p for p in paths for name in LARGE)  # LFS oids need no download
+def test_hub_errors_name_the_fix(hub_server: HubStandIn, repos: dict[str, HubRepo], tmp_path: Path) -> None:
+    ctx = commands.Context(root=_checkout(tmp_path), cache=tmp_path / "c")
+    with pytest.raises(PinError, match="the Hub has no such revision"):
+        commands.lock_weights(ctx, REPO, "1" * 40)
+    with pytest.raises(PinError, match="no such repo .or it is private: set HF_TOKEN"):
+        commands.lock_weights(ctx, "Acme/Nope", repos[REPO].commit)
 
 
 def test_gated_repo_uses_the_token_and_never_stores_it(
-    hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    hub_server: HubStandIn, repos: dict[str, HubRepo], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    FakeHub.gated_token = "hf_secret_for_test"
-    ctx = _ctx(tmp_path)
-    with pytest.raises(net.NetError, match="HF_TOKEN"):
-        commands.lock_weights(ctx, REPO, REV)
+    hub_server.gated_token = "hf_secret_for_test"
+    ctx = commands.Context(root=_checkout(tmp_path), cache=tmp_path / "c")
+    with pytest.raises(PinError, match="gated repo: accept its terms on the Hub and set HF_TOKEN"):
+        commands.lock_weights(ctx, REPO, repos[REPO].commit)
     monkeypatch.setenv("HF_TOKEN", "hf_secret_for_test")
-    commands.lock_weights(ctx, REPO, REV)
+    commands.lock_weights(ctx, REPO, repos[REPO].commit)
     for path in [*ctx.root.rglob("*"), *ctx.cache.rglob("*")]:
         if path.is_file():
             assert b"hf_secret_for_test" not in path.read_bytes(), path
-    assert net.hf_headers("https://example.org/x") == {}  # the token goes to the Hub's host only
+    assert all(auth is None for _, p, auth, _ in hub_server.requests if p.startswith("/cdn/"))
 
 
-@pytest.mark.parametrize("ignore_range", [False, True])
-def test_download_resumes_a_partial_file(hub: str, tmp_path: Path, ignore_range: bool) -> None:
-    FakeHub.ignore_range = ignore_range
-    data = LARGE["model-00001-of-00002.safetensors"]
-    dest = tmp_path / "model.safetensors"
-    dest.with_name(dest.name + ".part").write_bytes(data[:1234])
-    net.download(net.hf_file_url(REPO, REV, "model-00001-of-00002.safetensors"), dest, "t")
-    assert dest.read_bytes() == data
-    assert not dest.with_name(dest.name + ".part").exists()
-    assert [r for _, _, r in FakeHub.requests] == ["bytes=1234-"]  # asked to resume either way
+# Hub caches written by huggingface_hub: --snapshot at the cache, a repo in it, or a snapshot.
 
 
-def test_missing_file_is_a_clear_error(hub: str, tmp_path: Path) -> None:
-    with pytest.raises(net.NetError, match="HTTP 404.*check the repo name"):
-        net.download(net.hf_file_url(REPO, REV, "nope.json"), tmp_path / "x", "t")
-
-
-def test_token_is_not_carried_across_a_redirect_to_another_host(
-    hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("writer", WRITERS)
+def test_snapshot_of_a_real_cache_pins_what_the_hub_serves(
+    writer: str, hub_server: HubStandIn, repos: dict[str, HubRepo], tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("HF_TOKEN", "hf_secret_for_test")
-    port = hub.rsplit(":", 1)[1]
-    file_path = f"{REPO}/resolve/{REV}/config.json"
-    same_host = f"{hub}/redirect-to/127.0.0.1:{port}/{file_path}"
-    other_host = f"{hub}/redirect-to/localhost:{port}/{file_path}"
-    for url, name in ((same_host, "a"), (other_host, "b")):
-        net.download(url, tmp_path / name, name, net.hf_headers(url))
-        assert (tmp_path / name).read_bytes() == SMALL["config.json"]
-    auth = {path: token for path, token, _ in FakeHub.requests}
-    assert auth[f"/{file_path}"] is None  # the last request: localhost, after the cross-host redirect
-    assert [token for path, token, _ in FakeHub.requests].count("Bearer hf_secret_for_test") == 3
+    cache = tmp_path / "hub-cache"
+    snapshot = write_cache(writer, hub_server, cache, REPO)
+    assert snapshot == cache / "models--Acme--Tiny-Model" / "snapshots" / repos[REPO].commit
+    for i, (given, target) in enumerate(
+        [
+            (snapshot, REPO),  # the revision from the path
+            (cache / "models--Acme--Tiny-Model", REPO),  # ... from refs/main
+            (cache, f"{REPO}@{repos[REPO].commit}"),  # the whole cache, the revision given
+        ]
+    ):
+        here = tmp_path / str(i)
+        assert _pin(here, target, "--snapshot", str(given)) == 0, given
+        assert json.loads(_written(here).read_text()) == expected(repos), given
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_snapshot_of_another_repo_or_revision_is_refused_naming_both(
+    writer: str,
+    hub_server: HubStandIn,
+    repos: dict[str, HubRepo],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cache = tmp_path / "hub-cache"
+    snapshot = write_cache(writer, hub_server, cache, REPO)
+    other = repos[OTHER].commit
+    assert _pin(tmp_path, f"{OTHER}@{other}", "--snapshot", str(snapshot)) == 2
+    err = capsys.readouterr().err
+    assert f"holds {REPO} (models--Acme--Tiny-Model), not {OTHER} (models--Acme--Other-Model)" in err
+    assert f"point --snapshot at {cache.resolve() / 'models--Acme--Other-Model'}" in err
+    assert _pin(tmp_path, f"{REPO}@{other}", "--snapshot", str(snapshot)) == 2
+    err = capsys.readouterr().err
+    assert f"is {REPO}@{repos[REPO].commit}, not the revision asked for, {other}" in err
+    assert _pin(tmp_path, f"{OTHER}@{other}", "--snapshot", str(cache)) == 2
+    assert f"holds no {OTHER} (it holds {REPO})" in capsys.readouterr().err
+    assert _pin(tmp_path, f"{REPO}@{other}", "--snapshot", str(cache)) == 2
+    assert f"{REPO}@{other} is not in" in capsys.readouterr().err
+    assert not _written(tmp_path, OTHER).exists() and not _written(tmp_path).exists()
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_truncated_lfs_blob_is_refused_naming_the_file(
+    writer: str,
+    hub_server: HubStandIn,
+    repos: dict[str, HubRepo],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    snapshot = write_cache(writer, hub_server, tmp_path / "hub-cache", REPO)
+    blob = (snapshot / SHARDS[0]).resolve()
+    assert blob.name == hashlib.sha256(LARGE[SHARDS[0]]).hexdigest()  # huggingface_hub's naming
+    blob.write_bytes(LARGE[SHARDS[0]][:1000])
+    assert _pin(tmp_path, REPO, "--snapshot", str(snapshot)) == 1
+    err = capsys.readouterr().err
+    assert f"{SHARDS[0]}: 1000 bytes whose sha256 is" in err
+    assert f"huggingface_hub named its blob {blob.name}" in err and "a truncated or corrupted download" in err
+    assert f"delete {blob}" in err and "nothing pinned" in err
+    assert not _written(tmp_path).exists()
+
+
+def test_missing_blob_is_refused_as_huggingface_hub_sees_it(
+    hub_server: HubStandIn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshot = write_cache("installed", hub_server, tmp_path / "hub-cache", REPO)
+    (snapshot / SHARDS[0]).resolve().unlink()  # the link stays, dangling
+    assert _pin(tmp_path, REPO, "--snapshot", str(snapshot)) == 1
+    err = capsys.readouterr().err
+    assert "huggingface_hub finds the cache corrupted" in err and "Blob missing (broken symlink)" in err
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_edited_small_file_is_refused_by_its_git_blob_id(
+    writer: str, hub_server: HubStandIn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshot = write_cache(writer, hub_server, tmp_path / "hub-cache", REPO)
+    blob = (snapshot / "config.json").resolve()
+    blob.write_bytes(SMALL["config.json"].replace(b"64", b"65"))  # same size, other bytes
+    assert _pin(tmp_path, REPO, "--snapshot", str(snapshot)) == 1
+    assert f"config.json: {len(SMALL['config.json'])} bytes whose git blob id is" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_incomplete_snapshot_is_refused(
+    writer: str, hub_server: HubStandIn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file never downloaded: named from huggingface_hub's record of the commit's files where it kept one
+    (snapshot_download, 1.x on), and by the shard index in any case."""
+    cache = tmp_path / "hub-cache"
+    snapshot = write_cache(writer, hub_server, cache, REPO)
+    (snapshot / SHARDS[1]).unlink()
+    assert _pin(tmp_path, REPO, "--snapshot", str(snapshot)) == 1
+    err = capsys.readouterr().err
+    assert f"model.safetensors.index.json names {SHARDS[1]}, which the snapshot lacks" in err
+    if list((cache / "models--Acme--Tiny-Model" / "trees").glob("*.json")):
+        assert f"the commit lists 1 file(s) the snapshot lacks: {SHARDS[1]}" in err
+    else:
+        assert "recorded no file listing for this commit" in err
+
+
+def test_cache_written_file_by_file_is_pinned_with_a_note(
+    hub_server: HubStandIn, repos: dict[str, HubRepo], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """hf_hub_download records no listing of the commit: the files present are pinned, and stderr says
+    that a file never downloaded could not be noticed."""
+    last_file = write_cache("installed", hub_server, tmp_path / "hub-cache", REPO, how="files")
+    assert last_file.name == SHARDS[1]
+    assert _pin(tmp_path, REPO, "--snapshot", str(last_file.parent)) == 0
+    assert json.loads(_written(tmp_path).read_text()) == expected(repos)
+    assert "recorded no file listing for this commit" in capsys.readouterr().err
+
+
+def test_snapshot_usage_errors(
+    hub_server: HubStandIn, repos: dict[str, HubRepo], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _pin(tmp_path, REPO, "--snapshot", str(tmp_path / "nope")) == 2
+    err = capsys.readouterr().err
+    assert f"--snapshot {tmp_path / 'nope'} does not exist" in err and "not an HF cache" not in err
+    local = write_cache("installed", hub_server, tmp_path / "local", REPO, how="local-dir")
+    assert _pin(tmp_path, REPO, "--snapshot", str(local)) == 2
+    err = capsys.readouterr().err
+    assert "is not a Hugging Face hub cache" in err and "a --local-dir download records no repo id" in err
+    assert f"hf download {REPO}" in err
+    assert not _written(tmp_path).exists()
+
+
+def test_snapshot_without_refs_main_needs_the_revision(
+    hub_server: HubStandIn, repos: dict[str, HubRepo], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cache = tmp_path / "hub-cache"
+    write_cache("installed", hub_server, cache, REPO)
+    (cache / "models--Acme--Tiny-Model" / "refs" / "main").unlink()
+    assert _pin(tmp_path, REPO, "--snapshot", str(cache / "models--Acme--Tiny-Model")) == 2
+    assert f"has no refs/main to say which revision: give {REPO}@REV (cached: {repos[REPO].commit[:12]})" in (
+        capsys.readouterr().err
+    )
+    assert _pin(tmp_path, f"{REPO}@{repos[REPO].commit}", "--snapshot", str(cache)) == 0
+
+
+# Downloads that are not the Hub's (GitHub tarballs, wheels): retried and resumed by pinlock.net.
+
+
+def test_net_download_retries_and_resumes_a_cut_transfer(
+    hub_server: HubStandIn, repos: dict[str, HubRepo], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(net, "RETRY_DELAY", 0.0)
+    sha = hashlib.sha256(LARGE[SHARDS[0]]).hexdigest()
+    hub_server.cut_once.add(f"/cdn/{sha}")
+    dest = net.download(f"{hub_server.cdn_url}/cdn/{sha}", tmp_path / "shard", "shard")
+    assert dest.read_bytes() == LARGE[SHARDS[0]]
+    ranges = [r for m, p, _, r in hub_server.requests if p == f"/cdn/{sha}"]
+    assert ranges == [None, f"bytes={len(LARGE[SHARDS[0]]) // 2}-"]
+    hub_server.fail_once["/cdn/" + "0" * 64] = 503
+    with pytest.raises(net.NetError, match="HTTP 404"):  # 503 retried, then a 404 is final
+        net.download(f"{hub_server.cdn_url}/cdn/{'0' * 64}", tmp_path / "absent", "absent")
+    assert not (tmp_path / "absent").exists()
+
+
+@pytest.mark.network  # the released wheel
+def test_pinlock_runs_on_the_server_locks_huggingface_hub(
+    hub_server: HubStandIn, repos: dict[str, HubRepo], tmp_path: Path
+) -> None:
+    """The same command lines in a process whose huggingface_hub is 1.32.0 (nixpkgs ships its own version;
+    the installed one runs everything above)."""
+    cache = tmp_path / "hub-cache"
+    snapshot = write_cache("1.32.0", hub_server, cache, REPO)
+    wheel = unpacked_wheel("huggingface_hub", "1.32.0")
+    env = {**os.environ, "HF_ENDPOINT": hub_server.url, "PYTHONPATH": f"{wheel}{os.pathsep}{SOURCES}"}
+    code = "import sys, huggingface_hub as h\nfrom pinlock.cli import main\n"
+    code += "print(h.__version__)\nsys.exit(main())"
+    for i, args in enumerate([[f"{REPO}@{repos[REPO].commit}"], [REPO, "--snapshot", str(snapshot)]]):
+        here = tmp_path / str(i)
+        argv = ["--root", str(_checkout(here)), "--cache-dir", str(here / "c"), "weights", *args]
+        done = subprocess.run([sys.executable, "-c", code, *argv], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["1.32.0"]
+        assert json.loads(_written(here).read_text()) == expected(repos)

@@ -164,7 +164,7 @@ def test_wheel_stub_step_end_to_end(index: str, tmp_path: Path, fragment: bool) 
     FakeIndex.page = f'<a href="{href}">w</a>'
     root = _stub_checkout(tmp_path, index)
     ctx = commands.Context(root=root, cache=tmp_path / "cache")
-    assert ("nix/pins/wheel-stubs.json tiny-stub (sdist only)", False) in commands.status(ctx)
+    assert ("nix/pins/wheel-stubs.json tiny-stub (sdist only)", "ABSENT", "") in commands.status(ctx)
     commands.lock_wheel_stubs(ctx)
     pin = json.loads((root / "nix" / "pins" / "wheel-stubs.json").read_text())
     assert pin == {
@@ -174,7 +174,7 @@ def test_wheel_stub_step_end_to_end(index: str, tmp_path: Path, fragment: bool) 
             "hash": sri(bytes.fromhex(wheel_sha)),
         }
     }
-    assert ("nix/pins/wheel-stubs.json tiny-stub (sdist only)", True) in commands.status(ctx)
+    assert ("nix/pins/wheel-stubs.json tiny-stub (sdist only)", "pinned", "") in commands.status(ctx)
 
 
 def test_wheel_stub_step_refuses_a_changed_sdist(index: str, tmp_path: Path) -> None:

@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from exactlaunch import manifest
 from released_wheels import REPO_ROOT, unpacked_wheel
+from sglang_series import apply_series, copy_touched
 
 SERIES_DIR = REPO_ROOT / "patches" / "sglang"
 RECIPE = REPO_ROOT / "nix" / "recipes" / "qwen3.8-27b-exact.json"
@@ -89,7 +91,19 @@ def patched_tree(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         assert "fuzz" not in log.lower(), f"{patch.name} needed fuzz on sglang {version}:\n{log}"
     rejects = sorted(str(p.relative_to(root)) for p in root.rglob("*.rej"))
     assert not rejects, f"reject files left in the sglang {version} tree: {rejects}"
+    manifest.write(root, series())  # as pkgs/sglang does after the series
     return root
+
+
+def test_manifest_of_the_applied_series_verifies(patched_tree: Path) -> None:
+    """The preflight's content manifest, written on each release's tree, covers every file git names."""
+    written = json.loads((patched_tree / manifest.MANIFEST).read_text())
+    assert [s["name"] for s in written["series"]] == recipe_patches()
+    numstat = subprocess.run(
+        ["git", "apply", "--numstat", "-p2", *map(str, series())], capture_output=True, text=True, check=True
+    )
+    assert sorted(written["files"]) == sorted({line.split("\t")[2] for line in numstat.stdout.splitlines()})
+    assert manifest.verify(patched_tree, recipe_patches()) == []
 
 
 def test_series_applies_and_marker_matches(patched_tree: Path) -> None:
@@ -145,3 +159,23 @@ def test_gpu_bootstrap_placeholders_refuse_to_run() -> None:
     with pytest.raises(sglang_tree.MissingDependency, match="not_installed_pkg"):
         missing()
     assert sglang_tree.tree_problem(None) is not None
+
+
+@pytest.mark.network  # the released 0.5.20 wheel
+def test_gpu_bootstrap_refuses_a_tree_without_its_manifest(tmp_path: Path) -> None:
+    """The GPU checks take a tree only with the manifest of the series applied to it."""
+    sys.path.insert(0, str(GPU_DIR))
+    try:
+        import sglang_tree
+    finally:
+        sys.path.remove(str(GPU_DIR))
+    copy_touched(unpacked_wheel("sglang", "0.5.20"), tmp_path)
+    apply_series(tmp_path, series()[:1], write_manifest=False)
+    assert "bitexact_manifest.json is missing" in str(sglang_tree.tree_problem(tmp_path))
+    apply_series(tmp_path, series()[1:], write_manifest=False)
+    manifest.write(tmp_path, series())
+    assert sglang_tree.tree_problem(tmp_path) is None
+    (tmp_path / "sglang/srt/bitexact_patches.py").write_text("APPLIED = ()\n")
+    assert "bitexact_patches.py differs from what the series produced" in str(
+        sglang_tree.tree_problem(tmp_path)
+    )

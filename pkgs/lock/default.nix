@@ -1,6 +1,7 @@
 # `nix run .#lock`: pinlock (pkgs/lock), the tool that fills what needs a network: GitHub narHash,
-# Cargo git-dependency hashes, Hugging Face weight manifests, the uv.lock refresh. Standard library
-# only (NAR hashing included); uv, for the uv.lock refresh, is put on its PATH.
+# Cargo git-dependency hashes, Hugging Face weight manifests, the uv.lock refresh. huggingface_hub
+# (nixpkgs') reads the Hub and the local hub cache; the rest is the standard library (NAR hashing
+# included); uv, for the uv.lock refresh, is put on its PATH.
 {
   lib,
   python3Packages,
@@ -18,6 +19,7 @@ python3Packages.buildPythonApplication {
     ];
   };
   build-system = [ python3Packages.setuptools ];
+  dependencies = [ python3Packages.huggingface-hub ];
   makeWrapperArgs = [
     "--prefix"
     "PATH"

@@ -122,6 +122,19 @@ locked.overrideAttrs (old: {
         || { echo "${l.path} differs from nix/pins/sglang-cargo-locks/${l.path}: run \`${blib.pins.lockCommand}\`" >&2; exit 1; }
     '') extensionLocks;
 
+  # The exact-mode preflight's content manifest (pkgs/server/src/exactlaunch/manifest.py): once the
+  # writer has proved the whole series is applied, the sha256 of every file it touches, as installed.
+  postInstall = (old.postInstall or "") + ''
+    mkdir -p "$NIX_BUILD_TOP/bitexact-series"
+    ${lib.concatMapStrings (
+      p: "ln -s ${p} \"$NIX_BUILD_TOP/bitexact-series\"/${lib.escapeShellArg (baseNameOf p)}\n"
+    ) patches}
+    for site in "$out"/lib/python*/site-packages; do
+      ${pkgs.python3.interpreter} ${../server/src/exactlaunch/manifest.py} write "$site" \
+        --series "$NIX_BUILD_TOP/bitexact-series"
+    done
+  '';
+
   passthru = old.passthru // {
     inherit src cargoDeps patches;
     format = "pyproject";

@@ -1,4 +1,8 @@
-"""`pinlock` (`nix run .#lock`): fill the pins that need a network, or report which are absent."""
+"""`pinlock` (`nix run .#lock`): fill the pins that need a network, or report which are absent.
+
+Exit status: 0 done (or, for `status`, everything pinned); 1 something is absent, malformed or failed to
+pin (the failed steps are named; finished pins are kept); 2 a usage error (a bad argument, a missing
+path, a --snapshot of another repo or revision, no checkout)."""
 
 from __future__ import annotations
 
@@ -9,11 +13,11 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pinlock import commands, hf
+from pinlock import commands, hf, snapshot
 from pinlock.hf import ManifestError
 from pinlock.nar import nar_sha256, nix32, sri
 from pinlock.net import NetError
-from pinlock.pins import PinError, find_root
+from pinlock.pins import PinError, UsageError, find_root
 from pinlock.unpack import UnpackError
 
 FAILURES = (PinError, NetError, ManifestError, UnpackError, ValueError, OSError)
@@ -27,8 +31,11 @@ def _default_cache() -> Path:
 def _repo_at_rev(text: str) -> tuple[str, str | None]:
     repo, _, rev = text.partition("@")
     if rev and not hf.is_revision(rev):
-        raise PinError(f"{text}: give the commit as ORG/NAME@REV (40 hex digits), not a branch or tag")
-    return hf.check_repo(repo), (rev or None)
+        raise UsageError(f"{text}: give the commit as ORG/NAME@REV (40 hex digits), not a branch or tag")
+    try:
+        return hf.check_repo(repo), (rev or None)
+    except ManifestError as error:
+        raise UsageError(str(error)) from None
 
 
 def _assignment(text: str) -> tuple[str, str]:
@@ -74,6 +81,8 @@ def _parser() -> argparse.ArgumentParser:
         "the real wheels behind wheel-stub sdists (nix/pins/wheel-stubs.json), Hugging Face weight manifests "
         "(pkgs/weights/manifests/) and the uv lock (pkgs/server-env/uv.lock). "
         "Finished pins are skipped; commit nix/pins/ and pkgs/weights/manifests/ afterwards.",
+        epilog="Exit status: 0 done (status: everything pinned); 1 something absent, malformed or failed "
+        "to pin; 2 usage error.",
     )
     _add_common(parser, default=None)
     # The same options after the command (`pinlock weights --force`): SUPPRESS keeps the values
@@ -97,7 +106,10 @@ def _parser() -> argparse.ArgumentParser:
         "repos", nargs="*", metavar="ORG/NAME@REV", help="repos to pin instead of the recipe's"
     )
     weights.add_argument(
-        "--snapshot", type=Path, help="hash the files of a local snapshot directory instead of asking the Hub"
+        "--snapshot",
+        type=Path,
+        help="pin from a local Hugging Face hub cache instead of the Hub: the cache, a models--ORG--NAME "
+        "folder in it or one of its snapshots/REV (every file is verified against its blob's name)",
     )
     wheel_stubs = add(
         "wheel-stubs", help="real wheels behind sdist-only wheel-stub packages of uv.lock (e.g. cuda-tile)"
@@ -112,63 +124,70 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _weights_targets(ctx: commands.Context, repos: list[str], snapshot: Path | None) -> list[tuple[str, str]]:
+Target = tuple[str, str, "snapshot.Located | None"]
+
+
+def _weights_targets(ctx: commands.Context, repos: list[str], path: Path | None) -> list[Target]:
+    """(repo, revision, located snapshot or None) for each repo to pin; UsageError when they cannot be."""
     if not repos:
-        if snapshot is not None:
-            raise PinError(
+        if path is not None:
+            raise UsageError(
                 "--snapshot needs the repo it holds: pinlock weights ORG/NAME[@REV] --snapshot DIR"
             )
-        return commands.recipe_repos(ctx)
-    if snapshot is not None and len(repos) != 1:
-        raise PinError("--snapshot takes exactly one ORG/NAME[@REV]")
-    targets = []
+        return [(repo, rev, None) for repo, rev in commands.recipe_repos(ctx)]
+    if path is not None and len(repos) != 1:
+        raise UsageError("--snapshot takes exactly one ORG/NAME[@REV]")
+    targets: list[Target] = []
     for text in repos:
         repo, rev = _repo_at_rev(text)
-        if rev is None and snapshot is not None:
-            rev = hf.snapshot_revision(snapshot)
-        if rev is None and snapshot is not None:
-            raise PinError(
-                f"{text}: {snapshot} is not an HF cache snapshot (.../snapshots/<40 hex digits>), so its "
-                "revision is unknown: point --snapshot at that directory or give ORG/NAME@REV"
-            )
-        if rev is None:
-            raise PinError(f"{text}: give the commit as ORG/NAME@REV (40 hex digits)")
-        targets.append((repo, rev))
+        if path is not None:
+            located = snapshot.locate(path, repo, rev)
+            targets.append((repo, located.commit, located))
+        elif rev is None:
+            raise UsageError(f"{text}: give the commit as ORG/NAME@REV (40 hex digits)")
+        else:
+            targets.append((repo, rev, None))
     return targets
 
 
 def _run_steps(steps: list[tuple[str, Callable[[], None]]]) -> int:
-    failed = []
+    failed, usage = [], False
     for name, step in steps:
         try:
             step()
         except FAILURES as error:
             print(f"pinlock: error: {name}: {error}", file=sys.stderr)
             failed.append(name)
+            usage = usage or isinstance(error, UsageError)
     if failed:
         print(
             f"pinlock: {len(failed)} step(s) failed: {', '.join(failed)}; finished pins were kept",
             file=sys.stderr,
         )
-        return 1
+        return 2 if usage else 1
     return 0
+
+
+def _error(error: BaseException) -> int:
+    print(f"pinlock: error: {error}", file=sys.stderr)
+    return 2 if isinstance(error, UsageError) else 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = _parser().parse_args(argv)
     if options.command == "hash-path":
+        if not options.path.exists() and not options.path.is_symlink():
+            return _error(UsageError(f"{options.path} does not exist"))
         try:
             digest = nar_sha256(options.path)
         except FAILURES as error:
-            print(f"pinlock: error: {error}", file=sys.stderr)
-            return 1
+            return _error(error)
         print(nix32(digest) if options.base32 else sri(digest))
         return 0
     try:
         root = (options.root or find_root(Path.cwd())).resolve()
     except PinError as error:
-        print(f"pinlock: error: {error}", file=sys.stderr)
-        return 2
+        return _error(UsageError(str(error)))
     ctx = commands.Context(
         root=root,
         cache=options.cache_dir or _default_cache(),
@@ -180,11 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             rows = commands.status(ctx)
         except FAILURES as error:
-            print(f"pinlock: error: {error}", file=sys.stderr)
-            return 2
-        for what, pinned in rows:
-            print(f"{'pinned' if pinned else 'ABSENT'}  {what}")
-        return 0 if all(pinned for _, pinned in rows) else 1
+            return _error(error)
+        for what, state, why in rows:
+            print(f"{state}  {what}" + (f": {why}" if why and state == "MALFORMED" else ""))
+        return 0 if all(state == "pinned" for _, state, _ in rows) else 1
     if command == "uv":
         return _run_steps([("uv", lambda: commands.lock_uv(ctx, options.upgrade))])
     with commands.workspace(ctx):
@@ -199,14 +217,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             python = getattr(options, "python", "cp312")
             steps.append(("wheel-stubs", lambda: commands.lock_wheel_stubs(ctx, python)))
         if command in ("all", "weights"):
-            snapshot = getattr(options, "snapshot", None)
             try:
-                targets = _weights_targets(ctx, getattr(options, "repos", []), snapshot)
+                targets = _weights_targets(
+                    ctx, getattr(options, "repos", []), getattr(options, "snapshot", None)
+                )
             except FAILURES as error:
-                print(f"pinlock: error: {error}", file=sys.stderr)
-                return 2
-            for repo, rev in targets:
-                step = functools.partial(commands.lock_weights, ctx, repo, rev, snapshot)
+                return _error(error)
+            for repo, rev, located in targets:
+                step = functools.partial(commands.lock_weights, ctx, repo, rev, located)
                 steps.append((f"weights {repo}", step))
         if command == "all":
             steps.append(("uv", lambda: commands.lock_uv(ctx)))

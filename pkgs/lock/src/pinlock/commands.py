@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinlock import cargo, hf, net, stubs
+from pinlock import cargo, hf, hub, net, snapshot, stubs
 from pinlock.nar import nar_sha256, sri
 from pinlock.pins import (
     CARGO_LOCKS,
@@ -25,6 +25,7 @@ from pinlock.pins import (
     SRC_PIN,
     STUBS_PIN,
     PinError,
+    UsageError,
     read_json,
     write_json,
 )
@@ -50,7 +51,7 @@ class Context:
         path = self.recipe_path or self.root / DEFAULT_RECIPE
         data = read_json(path)
         if not isinstance(data, dict):
-            raise PinError(f"recipe {path} is missing")
+            raise UsageError(f"recipe {path} is missing: pass --recipe PATH or run in the flake's checkout")
         return data
 
 
@@ -182,52 +183,52 @@ def _git_dep_hash(ctx: Context, dep: cargo.GitDependency) -> str:
     return tree_nar_hash(subtree, f"{dep.key}@{dep.commit[:12]}")
 
 
-def lock_weights(ctx: Context, repo: str, revision: str, snapshot: Path | None = None) -> None:
-    """pkgs/weights/manifests/<org>--<name>.json for repo@revision, from the Hub or a local snapshot."""
+def lock_weights(ctx: Context, repo: str, revision: str, located: snapshot.Located | None = None) -> None:
+    """pkgs/weights/manifests/<org>--<name>.json for repo@revision, from the Hub or a local hub cache."""
     hf.check_revision(revision)
     path = ctx.root / MANIFESTS / hf.manifest_filename(repo)
-    existing = read_json(path)
-    if existing is not None and not ctx.force:
-        if existing.get("revision") == revision:
-            say(f"{path.relative_to(ctx.root)}: already pinned at {revision[:12]}; --force recomputes")
-            return
-    if snapshot is not None:
-        say(f"hashing every file of {snapshot}")
-        manifest = hf.manifest_from_snapshot(repo, revision, snapshot, _file_progress())
+    state, detail = manifest_state(ctx, repo, revision)
+    if state == "pinned" and not ctx.force:
+        say(f"{path.relative_to(ctx.root)}: already pinned at {revision[:12]}; --force recomputes")
+        return
+    if state == "MALFORMED":
+        say(f"{detail}: writing it again")
+    if located is not None:
+        say(f"hashing and verifying every file of {located.revision.snapshot_path}")
+        manifest = snapshot.manifest_from_cache(located, repo, _file_progress(), say)
     else:
-        manifest = _manifest_from_hub(ctx, repo, revision)
+        manifest = hub.manifest_from_hub(repo, revision, ctx.cache / "hub")
     write_json(path, manifest)
     total = sum(f["size"] for f in manifest["files"]) / 2**30
     say(f"{path.relative_to(ctx.root)}: {len(manifest['files'])} files, {total:.2f} GiB")
 
 
-def _file_progress() -> Callable[[str, int], None]:
-    bars: dict[str, net.Progress] = {}
+def manifest_state(ctx: Context, repo: str, revision: str) -> tuple[str, str]:
+    """("pinned" | "ABSENT" | "MALFORMED", why) of the manifest of repo@revision in the checkout."""
+    rel = MANIFESTS / hf.manifest_filename(repo)
+    fix = f"delete it and run `nix run .#lock -- weights {repo}@{revision}`"
+    try:
+        data = read_json(ctx.root / rel)
+    except PinError as error:
+        return "MALFORMED", f"{error} ({fix})"
+    if data is None:
+        return "ABSENT", f"{rel} does not exist"
+    try:
+        hf.validate_manifest(data, str(rel))
+    except hf.ManifestError as error:
+        return "MALFORMED", f"{error} ({fix})"
+    if data["repo"] != repo:
+        return "MALFORMED", f"{rel} is the manifest of {data['repo']}, not {repo} ({fix})"
+    if data["revision"] != revision:
+        return "ABSENT", f"{rel} pins {data['revision'][:12]}, not {revision[:12]}"
+    return "pinned", ""
 
-    def report(name: str, done: int) -> None:
-        bars.setdefault(name, net.Progress(f"  {name}", None))(done)
 
-    return report
+def _file_progress() -> Callable[[str], Callable[[int], None]]:
+    def for_file(name: str) -> Callable[[int], None]:
+        return net.Progress(f"  {name}", None)
 
-
-def _manifest_from_hub(ctx: Context, repo: str, revision: str) -> dict[str, Any]:
-    url = net.hf_tree_url(repo, revision)
-    files = hf.parse_tree(net.get_json_pages(url, net.hf_headers(url)))
-    if not files:
-        raise PinError(f"{repo}@{revision}: the Hub lists no files")
-
-    def small_file_sha256(item: hf.TreeFile) -> str:
-        file_url = net.hf_file_url(repo, revision, item.path)
-        dest = ctx.cache / "hf" / repo.replace("/", "--") / revision / item.path
-        net.download(file_url, dest, f"{repo}/{item.path}", net.hf_headers(file_url))
-        if dest.stat().st_size != item.size:
-            dest.unlink()
-            raise PinError(
-                f"{repo}/{item.path}: downloaded {dest.stat().st_size} bytes, the Hub lists {item.size}"
-            )
-        return hf.sha256_file(dest)
-
-    return hf.manifest_from_tree(repo, revision, files, small_file_sha256)
+    return for_file
 
 
 def recipe_repos(ctx: Context) -> list[tuple[str, str]]:
@@ -286,31 +287,42 @@ def lock_wheel_stubs(ctx: Context, python: str = "cp312", arch: str = "x86_64") 
     write_json(ctx.root / STUBS_PIN, dict(sorted(out.items())))
 
 
-def status(ctx: Context) -> list[tuple[str, bool]]:
-    """(what, pinned) for every pin this tool writes."""
-    src = read_json(ctx.root / SRC_PIN) or {}
-    cargo_pin = read_json(ctx.root / CARGO_PIN)
+def status(ctx: Context) -> list[tuple[str, str, str]]:
+    """(what, "pinned" | "ABSENT" | "MALFORMED", why) for every pin this tool writes."""
+
+    def present(check: Callable[[], bool]) -> tuple[str, str]:
+        try:
+            return ("pinned", "") if check() else ("ABSENT", "")
+        except PinError as error:
+            return "MALFORMED", f"{error}"
+
+    src = present(lambda: "narHash" in (read_json(ctx.root / SRC_PIN) or {}))
+    cargo_hashes = present(lambda: "outputHashes" in (read_json(ctx.root / CARGO_PIN) or {}))
+
+    def locks_present() -> bool:
+        pin = read_json(ctx.root / CARGO_PIN)
+        return isinstance(pin, dict) and cargo.committed_locks_present(pin, ctx.root / CARGO_LOCKS)
+
     rows = [
-        (f"{SRC_PIN} narHash", "narHash" in src),
-        (f"{CARGO_PIN} outputHashes", isinstance(cargo_pin, dict) and "outputHashes" in cargo_pin),
-        (
-            f"{CARGO_PIN} locks ({CARGO_LOCKS}/)",
-            isinstance(cargo_pin, dict) and cargo.committed_locks_present(cargo_pin, ctx.root / CARGO_LOCKS),
-        ),
+        (f"{SRC_PIN} narHash", *src),
+        (f"{CARGO_PIN} outputHashes", *cargo_hashes),
+        (f"{CARGO_PIN} locks ({CARGO_LOCKS}/)", *present(locks_present)),
     ]
     for repo, revision in recipe_repos(ctx):
-        manifest = read_json(ctx.root / MANIFESTS / hf.manifest_filename(repo))
-        rows.append(
-            (
-                f"weights manifest {repo}@{revision[:12]}",
-                isinstance(manifest, dict) and manifest.get("revision") == revision,
-            )
-        )
+        rows.append((f"weights manifest {repo}@{revision[:12]}", *manifest_state(ctx, repo, revision)))
     lock = ctx.root / SERVER_ENV / "uv.lock"
-    rows.append((f"{SERVER_ENV}/uv.lock", lock.is_file()))
+    rows.append((f"{SERVER_ENV}/uv.lock", "pinned" if lock.is_file() else "ABSENT", ""))
     if lock.is_file():
-        pinned = read_json(ctx.root / STUBS_PIN) or {}
+        try:
+            pinned = read_json(ctx.root / STUBS_PIN) or {}
+        except PinError as error:
+            pinned, broken = {}, str(error)
+        else:
+            broken = ""
         for package in stubs.sdist_only(lock.read_text()):
             entry = pinned.get(package.name) or {}
-            rows.append((f"{STUBS_PIN} {package.name} (sdist only)", entry.get("version") == package.version))
+            state = (
+                "MALFORMED" if broken else ("pinned" if entry.get("version") == package.version else "ABSENT")
+            )
+            rows.append((f"{STUBS_PIN} {package.name} (sdist only)", state, broken))
     return rows

@@ -1,36 +1,24 @@
-"""Everything that touches the network: resumable downloads with progress on stderr, JSON APIs with
-Link-header pagination, and the Hugging Face token. The rest of pinlock is pure and tested offline."""
+"""Downloads from GitHub and package indexes: resumed from the partial file and retried on transient
+failures, with progress on stderr. (The Hub is reached through huggingface_hub, in pinlock.hub.)"""
 
 from __future__ import annotations
 
-import json
+import http.client
 import os
-import re
 import sys
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 USER_AGENT = "pinlock/0.1 (bitexact-sglang lock tool)"
-_LINK_NEXT = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
+T = TypeVar("T")
 
 
 class NetError(RuntimeError):
     """A request failed; the message names the URL and what to do."""
-
-
-def hf_endpoint() -> str:
-    return os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-
-
-def hf_headers(url: str) -> dict[str, str]:
-    """Authorization for the Hub only (gated repos); the token is read here and never stored."""
-    token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
-    same_host = urllib.parse.urlsplit(url).hostname == urllib.parse.urlsplit(hf_endpoint()).hostname
-    return {"Authorization": f"Bearer {token}"} if token and same_host else {}
 
 
 def _size(count: int) -> str:
@@ -60,83 +48,77 @@ class Progress:
         print(("\r\033[K" if self.tty else "") + line, end=end, file=sys.stderr, flush=True)
 
 
-class _NoCredentialsAcrossHosts(urllib.request.HTTPRedirectHandler):
-    """Follow redirects, but never carry the Authorization header to another host (urllib would;
-    the Hub redirects file downloads to a CDN)."""
-
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: Any,
-        code: int,
-        msg: str,
-        headers: Any,
-        newurl: str,
-    ) -> urllib.request.Request | None:
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if (
-            new is not None
-            and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc
-        ):
-            new.headers = {k: v for k, v in new.headers.items() if k.lower() != "authorization"}
-            new.unredirected_hdrs = {
-                k: v for k, v in new.unredirected_hdrs.items() if k.lower() != "authorization"
-            }
-        return new
+class TransientError(NetError):
+    """A failure that may pass: a connection error, a timeout, a cut body, HTTP 429 or 5xx."""
 
 
-_OPENER = urllib.request.build_opener(_NoCredentialsAcrossHosts)
+ATTEMPTS = 5
+RETRY_DELAY = 2.0  # seconds, times the attempt number
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
 def _open(request: urllib.request.Request, what: str) -> Any:
     try:
-        return _OPENER.open(request, timeout=60)
+        return urllib.request.urlopen(request, timeout=60)
     except urllib.error.HTTPError as error:
         hint = {
-            401: "authentication required: for a gated Hugging Face repo set HF_TOKEN to a read token",
-            403: "access denied: accept the repo's terms on its page and set HF_TOKEN",
-            404: "not found: check the repo name and the revision",
+            403: "access denied",
+            404: "not found: check the URL's repo and revision",
             429: "rate limited: wait and run again (finished pins are kept)",
         }.get(error.code, "")
-        raise NetError(f"{what}: HTTP {error.code} {error.reason}" + (f" ({hint})" if hint else "")) from None
+        kind = TransientError if error.code in _RETRY_STATUS else NetError
+        raise kind(f"{what}: HTTP {error.code} {error.reason}" + (f" ({hint})" if hint else "")) from None
     except urllib.error.URLError as error:
-        raise NetError(f"{what}: {error.reason} (is this machine online?)") from None
+        raise TransientError(f"{what}: {error.reason} (is this machine online?)") from None
+    except (ConnectionError, TimeoutError, http.client.HTTPException) as error:
+        raise TransientError(f"{what}: {type(error).__name__}: {error}") from None
 
 
-def get_json_pages(url: str, headers: dict[str, str] | None = None) -> list[Any]:
-    """All items of a JSON list API, following `Link: <...>; rel="next"` pages."""
-    items: list[Any] = []
-    next_url: str | None = url
-    while next_url:
-        request = urllib.request.Request(next_url, headers={"User-Agent": USER_AGENT, **(headers or {})})
-        with _open(request, f"GET {next_url}") as response:
-            page = json.load(response)
-            link = response.headers.get("Link", "")
-        if not isinstance(page, list):
-            raise NetError(f"GET {next_url}: expected a JSON list, got {type(page).__name__}")
-        items += page
-        match = _LINK_NEXT.search(link)
-        next_url = urllib.parse.urljoin(next_url, match.group(1)) if match else None
-    return items
+def _retrying(call: Callable[[], T], what: str) -> T:
+    """`call()`, retried with backoff while it fails with a TransientError."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return call()
+        except TransientError as error:
+            if attempt == ATTEMPTS:
+                raise TransientError(f"{error}; gave up after {ATTEMPTS} attempts") from None
+            delay = RETRY_DELAY * attempt
+            print(f"pinlock: {error}; retrying in {delay:.0f} s", file=sys.stderr, flush=True)
+            time.sleep(delay)
+    raise AssertionError("unreachable")
 
 
 def get_text(url: str) -> str:
     """The body of a page (e.g. a PEP 503 simple index page)."""
-    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, "Accept": "text/html"})
-    with _open(request, f"GET {url}") as response:
-        body: bytes = response.read()
-    return body.decode()
+
+    def fetch() -> str:
+        request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, "Accept": "text/html"})
+        with _open(request, f"GET {url}") as response:
+            try:
+                body: bytes = response.read()
+            except (ConnectionError, TimeoutError, http.client.HTTPException) as error:
+                raise TransientError(f"GET {url}: {type(error).__name__}: {error}") from None
+        return body.decode()
+
+    return _retrying(fetch, f"GET {url}")
 
 
-def download(url: str, dest: Path, label: str, headers: dict[str, str] | None = None) -> Path:
-    """Download `url` to `dest` (atomic rename at the end); an interrupted download resumes from
-    `dest.part` when the server honours Range. An existing `dest` is reused as is."""
+def download(url: str, dest: Path, label: str) -> Path:
+    """Download `url` to `dest` (atomic rename at the end). A failed or interrupted transfer resumes from
+    `dest.part` (when the server honours Range), within this run (retries) and in the next one. An
+    existing `dest` is reused as is."""
     if dest.exists():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
+    _retrying(lambda: _fetch_part(url, part, label), f"download {url}")
+    os.replace(part, dest)
+    return dest
+
+
+def _fetch_part(url: str, part: Path, label: str) -> None:
     have = part.stat().st_size if part.exists() else 0
-    request_headers = {"User-Agent": USER_AGENT, **(headers or {})}
+    request_headers = {"User-Agent": USER_AGENT}
     if have:
         request_headers["Range"] = f"bytes={have}-"
     with _open(urllib.request.Request(url, headers=request_headers), f"download {url}") as response:
@@ -148,27 +130,20 @@ def download(url: str, dest: Path, label: str, headers: dict[str, str] | None = 
         progress = Progress(label, total)
         with part.open("ab" if resumed else "wb") as out:
             done = have
-            while chunk := response.read(1 << 20):
-                out.write(chunk)
-                done += len(chunk)
-                progress(done)
+            try:
+                while chunk := response.read(1 << 20):
+                    out.write(chunk)
+                    done += len(chunk)
+                    progress(done)
+            except (ConnectionError, TimeoutError, http.client.HTTPException) as error:
+                raise TransientError(
+                    f"download {url}: cut after {done} bytes ({type(error).__name__}), {done} kept in {part}"
+                ) from None
         progress(done, final=True)
-    if total is not None and part.stat().st_size != total:
-        raise NetError(f"download {url}: got {part.stat().st_size} of {total} bytes; run again to resume")
-    os.replace(part, dest)
-    return dest
+    if total is not None and done != total:
+        raise TransientError(f"download {url}: got {done} of {total} bytes, kept in {part}")
 
 
 def github_tarball_url(owner: str, repo: str, rev: str) -> str:
     """The archive fetchFromGitHub downloads (`git archive` of the commit, gzip)."""
     return f"https://github.com/{owner}/{repo}/archive/{rev}.tar.gz"
-
-
-def hf_tree_url(repo: str, revision: str) -> str:
-    """huggingface_hub's list_repo_tree endpoint, recursive, without the expensive `expand`."""
-    rev = urllib.parse.quote(revision, safe="")
-    return f"{hf_endpoint()}/api/models/{repo}/tree/{rev}?recursive=true&expand=false"
-
-
-def hf_file_url(repo: str, revision: str, path: str) -> str:
-    return f"{hf_endpoint()}/{repo}/resolve/{revision}/{urllib.parse.quote(path)}"

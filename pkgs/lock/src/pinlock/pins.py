@@ -23,6 +23,11 @@ class PinError(RuntimeError):
     """A pin cannot be read, computed or written; the message says which and what to do."""
 
 
+class UsageError(PinError):
+    """The command line asks for something that cannot be (a missing path, a snapshot of another repo):
+    exit status 2, like argparse's own usage errors."""
+
+
 def find_root(start: Path) -> Path:
     """The repository root: the nearest directory at or above `start` holding nix/recipes/."""
     for candidate in [start, *start.parents]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -33,6 +34,26 @@ class Launch:
         return EXACT_FLAG in self.argv
 
 
+class _Once(argparse.Action):
+    """Store the option's value; giving it twice is a usage error (argparse's default: the last wins)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[str] | None,
+        option_string: str | None = None,
+    ) -> None:
+        given: set[str] = getattr(namespace, "_given", set())
+        if self.dest in given:
+            parser.error(
+                f"{option_string} given twice ({getattr(namespace, self.dest)} and {values}): give it once"
+            )
+        given.add(self.dest)
+        namespace._given = given
+        setattr(namespace, self.dest, values)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -40,16 +61,44 @@ def _parser() -> argparse.ArgumentParser:
         "Only serving flags from the recipe's allowlist are added; free arguments are not accepted. "
         "The NVIDIA driver's libraries are found on this host (NixOS, the container toolkit, FHS "
         f"distributions) and put on the server's library path; {OVERRIDE_VAR}=DIR names them instead.",
+        # `--var` silently meaning `--variant` is the kind of guess a verbatim launcher must not make.
+        allow_abbrev=False,
     )
-    parser.add_argument("--recipe", type=Path, help=f"recipe JSON (default: ${RECIPE_VAR})")
-    parser.add_argument("--variant", default="recipe", help="variant name from the recipe (default: recipe)")
-    parser.add_argument("--host", help="address to bind (serving flag)")
-    parser.add_argument("--port", type=_port, help="port to listen on (serving flag)")
+    parser.add_argument("--recipe", type=Path, action=_Once, help=f"recipe JSON (default: ${RECIPE_VAR})")
+    parser.add_argument(
+        "--variant", default="recipe", action=_Once, help="variant name from the recipe (default: recipe)"
+    )
+    parser.add_argument("--host", action=_Once, help="address to bind (serving flag)")
+    parser.add_argument("--port", type=_port, action=_Once, help="port to listen on (serving flag)")
     parser.add_argument(
         "--print", action="store_true", help="print the argv and the env it sets as JSON, exit"
     )
     parser.add_argument("--list-variants", action="store_true", help="list the recipe's variants, exit")
     return parser
+
+
+def _extra_problem(parser: argparse.ArgumentParser, argv: list[str], extra: list[str]) -> str | None:
+    """Why the arguments argparse did not consume are refused: a mistyped or foreign option is named as
+    such (with the closest of ours), anything else is a free argument."""
+    before_separator = argv[: argv.index("--")] if "--" in argv else argv
+    options = [o for o in extra if o.startswith("-") and o != "--" and o in before_separator]
+    if options:
+        name = options[0].split("=", 1)[0]
+        ours = sorted(s for a in parser._actions for s in a.option_strings if s.startswith("--"))
+        close = difflib.get_close_matches(name, ours, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        return (
+            f"unknown option {name}: {hint}{PROG} takes {', '.join(o for o in ours if o != '--help')}; "
+            "SGLang flags are not accepted (the argv is the recipe's, only --host/--port are added): "
+            "add a variant to the recipe"
+        )
+    if "--" in argv or extra:
+        given = " ".join(extra) if extra else "--"
+        return (
+            f"{given}: `--` and free arguments are not accepted: the argv is the recipe's (only "
+            "--host/--port are added); add a variant to the recipe"
+        )
+    return None
 
 
 def _port(text: str) -> str:
@@ -101,14 +150,12 @@ def _fail(message: str) -> int:
 
 def main(args: Sequence[str] | None = None) -> int:
     argv_in = list(sys.argv[1:] if args is None else args)
-    options, extra = _parser().parse_known_args(argv_in)
-    if "--" in argv_in or extra:
-        # SGLang flags (--tp-size ...) land here too: say why instead of argparse's "unrecognized".
-        given = " ".join(extra) if extra else "--"
-        return _fail(
-            f"{given}: `--` and free arguments are not accepted: the argv is the recipe's (only "
-            "--host/--port are added); add a variant to the recipe"
-        )
+    parser = _parser()
+    options, extra = parser.parse_known_args(argv_in)
+    # Said here rather than by argparse's "unrecognized arguments", which does not say why.
+    problem = _extra_problem(parser, argv_in, extra)
+    if problem:
+        return _fail(problem)
     recipe_path = options.recipe or (Path(os.environ[RECIPE_VAR]) if os.environ.get(RECIPE_VAR) else None)
     if recipe_path is None:
         return _fail(f"no recipe: pass --recipe PATH or set {RECIPE_VAR} (the Nix wrapper sets it)")

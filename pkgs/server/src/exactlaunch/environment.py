@@ -70,6 +70,12 @@ def build_env(
             out.notes.append(f"{key}={caller[key]!r} from the caller is replaced by the recipe's {value!r}")
         decide(key, value)
 
+    if caller.get("HF_HUB_OFFLINE", "1") != "1":
+        # The weights are pinned by content; a download at start would serve whatever the Hub has now.
+        out.notes.append(
+            f"HF_HUB_OFFLINE={caller['HF_HUB_OFFLINE']!r} from the caller is replaced by '1': the server "
+            "loads the pinned weights from the cache and never downloads"
+        )
     decide("HF_HUB_OFFLINE", "1")
     if caller.get(HF_CACHE_VAR):
         decide("HF_HUB_CACHE", caller[HF_CACHE_VAR])

@@ -1,7 +1,10 @@
 """Exact-mode preflight: the installed SGLang carries the recipe's patch series and DeepGEMM its fence.
 
+SGLang: the marker's APPLIED must be the recipe's list, and every file the series touches must hash to
+what the manifest written after applying it says (exactlaunch.manifest), so a partly applied,
+hand-edited or stale tree is refused naming the file. DeepGEMM: the header's code must hold the fence.
 Nothing here imports sglang or deep_gemm (their package __init__ loads CUDA); files are located with
-importlib's finder and read as text. The image entrypoint reuses `preflight`.
+importlib's finder and read. The image entrypoint reuses `preflight`.
 """
 
 from __future__ import annotations
@@ -13,14 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from exactlaunch import manifest
 from exactlaunch.recipe import Recipe
 
 MARKER = Path("srt") / "bitexact_patches.py"
 FENCE = "cutlass::arch::fence_view_async_shared();"
 _RELEASE = re.compile(r"empty_barriers\[[^\]]*\]\s*->\s*arrive\(\s*\)")
 SGLANG_FIX = (
-    "run the Nix-built server (`nix run .#server`), or apply patches/sglang/*.patch in name order "
-    "with `patch -p2 --fuzz=0` in the site-packages directory that holds sglang/"
+    "run the Nix-built server (`nix run .#server`), or, on a fresh sglang install, apply "
+    "patches/sglang/*.patch in name order with `patch -p2 --fuzz=0` in the site-packages directory that "
+    "holds sglang/, then `python -m exactlaunch.manifest write SITE_PACKAGES --series patches/sglang`"
 )
 DEEP_GEMM_FIX = (
     "run the Nix-built server (`nix run .#server`), or apply patches/deep-gemm/0001-sm120-fence.patch "
@@ -82,7 +87,10 @@ def check_sglang(package_dir: Path | None, expected: Sequence[str]) -> list[Pref
             f"(missing {missing}, not in the recipe {extra}{order})"
         )
         return [PreflightFailure("sglang", problem, SGLANG_FIX)]
-    return []
+    return [
+        PreflightFailure("sglang", problem, SGLANG_FIX)
+        for problem in manifest.verify(package_dir.parent, expected)
+    ]
 
 
 def _code_lines(text: str) -> list[str]:
