@@ -6,7 +6,7 @@ Run on a CUDA card: `BITEXACT_SGLANG_TREE=<patched tree> python checks/gpu/bench
    the first route (smallm_reference.py) for M = 1..16, and every row of M = 16 against that row alone
    (batch invariance); a candidate that differs or fails is recorded and never timed;
 2. time, as CUDA-graph replays after an L2 flush (gpu_timing.py): cuBLAS (torch.matmul), the first route and
-   every bit-equal candidate at the sweep Ms (times are flat in M), plus three ceilings: torch.sum over the
+   every bit-equal candidate at the sweep Ms (times are flat in M), plus three references: torch.sum over the
    weights (read only), and a load-only Triton kernel over the same [16, 256] TMA boxes split over N only
    (what the K order allows) and over N and K (what it forbids);
 3. fit the route's rule (smallm_table.fit_rule) and time cuBLAS, the first route, the shipped rule's choice,
@@ -284,7 +284,7 @@ class Sweep:
             return f"error: {type(error).__name__}: {str(error)[:300]}"
 
     def roofline(self, w, n: int, k: int) -> dict:  # noqa: ANN001
-        """Ceilings at M = 0: torch.sum over the weights; load-only TMA streams split over N, and N x K."""
+        """References at M = 0: torch.sum over the weights; load-only TMA streams split over N, and N x K."""
         torch, triton = self.torch, self.triton
         results: dict = {}
         try:
@@ -503,7 +503,7 @@ def report(table: dict, tiles=None) -> str:  # noqa: ANN001
     lines.append("columns: mean us over M = 1..16 and the %copy range; '*' = launch-bound (weights < 2 x L2)")
     names = ("cuBLAS", "first route", "shipped rule", "fitted rule", "best candidate")
     head = f"{'(N, K)':>15} {'MB':>5}  " + " ".join(f"{name:>14}" for name in names)
-    lines.append(head + "  best id / ceilings (%copy at M=0: sum, stream N, stream NxK)")
+    lines.append(head + "  best id / references (%copy at M=0: sum, stream N, stream NxK)")
     failures = []
     for shape in table["shapes"]:
         if "results" not in shape:
@@ -520,7 +520,7 @@ def report(table: dict, tiles=None) -> str:  # noqa: ANN001
             _cell(table, shape, allm.get(shape.get("best") or ""), ms),
         ]
         roof = shape.get("roofline", {})
-        ceilings = "/".join(
+        references = "/".join(
             f"{pct(table, shape, roof[key], 0):.0f}" if isinstance(roof.get(key), float) else "-"
             for key in ("read_sum", "stream_n", "stream_nk")
         )
@@ -528,7 +528,7 @@ def report(table: dict, tiles=None) -> str:  # noqa: ANN001
         lines.append(
             f"{name:>15}{star}{shape['weight_bytes'] / 1e6:5.0f}  "
             + " ".join(f"{c:>14}" for c in cells)
-            + f"  {shape.get('best')} / {ceilings}"
+            + f"  {shape.get('best')} / {references}"
         )
         for cid, result in shape["results"].items():
             if result["bits"] != "equal" or result.get("timing_error"):

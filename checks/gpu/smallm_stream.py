@@ -1,10 +1,11 @@
-"""A load-only ceiling for the small-M route: read a [N, K] bf16 weight as the route does, compute nothing.
+"""A load-only reference for the small-M route: read a [N, K] bf16 weight as the route does, compute nothing.
 
 Each work item reads [16, 256] TMA boxes of a strip of 16 weight rows, over the whole of K (`splits` = 1: the
 route's order constraint, one program walks all of K for its columns) or over one of `splits` slices of K
 (what splitting K, which the route may not do, would allow), and stores a checksum so nothing is optimised
-away. The time of this kernel is what any order-keeping kernel with these boxes can at best reach.
-Benchmark code only (checks/gpu/bench_smallm_sweep.py); not part of the route.
+away. It is a reference, not a bound: it shows what streaming the weights in this pattern costs without the
+MMA, and what splitting K would buy; a tuned route candidate may beat it. Benchmark code only
+(checks/gpu/bench_smallm_sweep.py); not part of the route.
 """
 
 from __future__ import annotations
