@@ -548,8 +548,34 @@ def report(table: dict, tiles=None) -> str:  # noqa: ANN001
     elif "fit_error" in table:
         lines.append(f"\nfit failed: {table['fit_error']}")
     if tiles is not None:
+        lines += check_lines(table, tiles)
         lines += target_card_lines(table, tiles)
     return "\n".join(lines) + "\n"
+
+
+def check_lines(table: dict, tiles) -> list[str]:  # noqa: ANN001
+    """What checks/offline/test_smallm_tiles.py will say of each rule once this table is committed."""
+    rules = {"shipped": tiles.RULE}
+    if "rule_fitted" in table:
+        rules["fitted"] = intkeys(table["rule_fitted"])
+    lines = []
+    for name, rule in rules.items():
+        try:
+            rows = smallm_table.evaluate(
+                table, functools.partial(tiles.choose, rule=rule), tiles.check_config
+            )
+        except smallm_table.TableError as error:
+            lines.append(f"\n{name} rule: cannot be checked on this table ({error})")
+            continue
+        found = smallm_table.verdicts(rows)
+        worst = max((r["regret"] for r in rows if r["large"]), default=float("nan"))
+        cublas = max((r["vs_cublas"] for r in rows if r["large"]), default=float("nan"))
+        lines.append(
+            f"\n{name} rule on this table: worst regret {worst:.3f} and worst time / cuBLAS {cublas:.3f} on "
+            f"shapes >= 2 x L2; the offline checks would report {len(found)} problem(s)"
+        )
+        lines += [f"  {f}" for f in found]
+    return lines
 
 
 def target_card_lines(table: dict, tiles) -> list[str]:  # noqa: ANN001

@@ -33,6 +33,10 @@ TILES_PATH = "python/sglang/srt/batch_invariant_ops/small_m_tiles.py"
 # The fit's search space for the rule's fill threshold (tiles per SM for the widest tile).
 THRESHOLDS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
 SMALL_GAIN = 1.02  # the fit gives small shapes their own config only when it is this much faster there
+# What checks/offline/test_smallm_tiles.py holds the rule to on a committed table (mean time over the Ms):
+REGRET_LARGE = 1.03  # shapes >= 2 x L2: within 3% of the best bit-equal candidate
+REGRET_SMALL = 1.10  # launch-bound shapes: no target, but the rule should not pick badly there either
+CUBLAS_SLACK = 1.03  # issue 12: never more than 3% slower than cuBLAS on shapes >= 2 x L2
 
 
 def table_name(capability: str, sm_count: int, l2_bytes: int) -> str:
@@ -164,6 +168,27 @@ def evaluate(table: dict, choose: Callable[[int, int, int, int], dict], check_co
 
 
 # --- fitting the rule to a table ---------------------------------------------------------------------------
+
+
+def verdicts(rows: list[dict]) -> list[str]:
+    """The offline checks' findings on `evaluate` rows: [] when the rule passes them."""
+    found = []
+    for r in rows:
+        where = f"({r['N']}, {r['K']})"
+        if not r["chosen_ok"]:
+            found.append(
+                f"{where}: the rule picks {r['chosen']}, which the sweep did not measure with equal bits"
+            )
+        elif r["regret"] > (REGRET_LARGE if r["large"] else REGRET_SMALL):
+            found.append(
+                f"{where}: the rule picks {r['chosen']} ({r['chosen_us']:.1f} us), best bit-equal "
+                f"{r['best']} ({r['best_us']:.1f} us)"
+            )
+        if r["large"] and r["vs_cublas"] > CUBLAS_SLACK:
+            found.append(
+                f"{where}: {r['chosen_us']:.1f} us against cuBLAS {r['cublas_us']:.1f} us (> 3% slower)"
+            )
+    return found
 
 
 def _width_for(n: int, sm_count: int, widths: tuple[int, ...], threshold: float) -> int:
