@@ -18,11 +18,12 @@ Times are medians of CUDA-graph replays after an L2 flush, in microseconds; M ke
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
-import pprint
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -274,9 +275,115 @@ def _ordered(config: dict) -> dict:
     return {key: config[key] for key in KEY_ORDER if key in config}
 
 
+def _python(value: object, indent: int) -> str:
+    """`value` (dicts, str, int, float, bool, None) as Python source in the style ruff formats."""
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        pad = " " * (indent + 4)
+        items = [f"{pad}{_python(k, 0)}: {_python(v, indent + 4)}," for k, v in value.items()]
+        return "{\n" + "\n".join(items) + "\n" + " " * indent + "}"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, bool | int | float) or value is None:
+        return repr(value)
+    raise TypeError(f"cannot write {type(value).__name__} into the rule")
+
+
 def rule_literal(rule: dict) -> str:
     """`rule` as a Python literal for small_m_tiles.RULE (int keys stay ints, so it pastes as written)."""
     small = None if rule["small"] is None else _ordered(rule["small"])
     widths = {int(w): _ordered(p) for w, p in sorted(rule["widths"].items(), key=lambda i: -int(i[0]))}
-    tidy = {"small": small, "min_tiles_per_sm": rule["min_tiles_per_sm"], "widths": widths}
-    return pprint.pformat(tidy, sort_dicts=False, width=110)
+    tidy = {"small": small, "min_tiles_per_sm": float(rule["min_tiles_per_sm"]), "widths": widths}
+    return _python(tidy, 0)
+
+
+# --- writing a fitted rule into patch 0004 -----------------------------------------------------------------
+
+
+def _blob_id(content: str) -> str:
+    """git's short blob id of `content` (the `index 0000000..<id>` line of a new-file diff)."""
+    data = content.encode()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()[:7]
+
+
+def replace_new_file(patch_text: str, path: str, content: str) -> str:
+    """`patch_text` with the file it creates at `path` replaced by `content` (header, count and index too)."""
+    sections = re.split(r"(?=^diff --git )", patch_text, flags=re.M)
+    for i, section in enumerate(sections):
+        if section.startswith(f"diff --git a/{path} b/{path}\n"):
+            lines = content.splitlines()
+            sections[i] = (
+                f"diff --git a/{path} b/{path}\nnew file mode 100644\nindex 0000000..{_blob_id(content)}\n"
+                f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n"
+                + "".join(f"+{x}\n" for x in lines)
+            )
+            return "".join(sections)
+    raise ValueError(f"the patch does not create {path}")
+
+
+def hunk_problems(patch_text: str) -> list[str]:
+    """Hunks whose header line counts disagree with their body (what would make `patch` reject them)."""
+    problems = []
+    lines = patch_text.splitlines()
+    i = 0
+    while i < len(lines):
+        match = re.match(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@", lines[i])
+        if not match:
+            i += 1
+            continue
+        want_old = int(match.group(1) or 1)
+        want_new = int(match.group(2) or 1)
+        old = new = 0
+        j = i + 1
+        while j < len(lines) and (old < want_old or new < want_new):
+            tag = lines[j][:1]
+            old += tag in (" ", "-")
+            new += tag in (" ", "+")
+            j += 1
+        if (old, new) != (want_old, want_new) or (j < len(lines) and lines[j][:1] in ("+", "-", " ")):
+            problems.append(f"line {i + 1}: {lines[i]!r} announces {want_old}/{want_new}, the body differs")
+        i = j
+    return problems
+
+
+def with_rule(patch_text: str, rule: dict, source: str) -> str:
+    """Patch 0004's text with small_m_tiles.RULE set to `rule` and RULE_SOURCE to `source`."""
+    lines = new_file_from_patch(patch_text, TILES_PATH).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("RULE: dict = {"))
+    end = next(i for i in range(start, len(lines)) if lines[i] == "}")
+    lines[start : end + 1] = ("RULE: dict = " + rule_literal(rule)).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("RULE_SOURCE = "))
+    lines[at] = f"RULE_SOURCE = {json.dumps(source)}"
+    return replace_new_file(patch_text, TILES_PATH, "\n".join(lines) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    """`set-rule TABLE [PATCH]`: fit the rule to a committed table and write it into patch 0004."""
+    if len(argv) not in (2, 3) or argv[0] != "set-rule":
+        print("usage: python checks/gpu/smallm_table.py set-rule TABLE.json [PATCH]", file=sys.stderr)
+        return 2
+    table_path = Path(argv[1])
+    patch = Path(argv[2]) if len(argv) == 3 else PATCH
+    try:
+        table = load_table(table_path)
+        tiles = load_tiles_module(patch)
+        rule = fit_rule(table, tiles.check_config)
+    except (TableError, ValueError) as error:
+        print(f"set-rule: {error}", file=sys.stderr)
+        return 2
+    device = table["device"]
+    source = (
+        f"fitted by checks/gpu/smallm_table.py to {table_path.name} ({device['name']}, {device['sm_count']} "
+        f"SMs, {device['l2_bytes'] >> 20} MiB L2, {table.get('date', 'undated')})"
+    )
+    patch.write_text(with_rule(patch.read_text(), rule, source))
+    print(f"{patch}: RULE = {rule_literal(rule)}")
+    rows = evaluate(table, lambda n, k, s, l2: tiles.choose(n, k, s, l2, rule=rule), tiles.check_config)
+    for line in verdicts(rows) or ["the offline table checks find nothing on this table"]:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

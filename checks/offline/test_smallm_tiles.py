@@ -12,6 +12,8 @@ The table checker itself is tested on small tables built here.
 from __future__ import annotations
 
 import ast
+import json
+import re
 import sys
 from pathlib import Path
 
@@ -169,3 +171,37 @@ def test_rule_choice_not_slower_than_cublas(path: Path | None) -> None:
     rows = smallm_table.evaluate(smallm_table.load_table(path), TILES.choose, TILES.check_config)
     slow = [v for v in smallm_table.verdicts(rows) if "cuBLAS" in v]
     assert not slow, f"{path.name}: slower than cuBLAS on shapes >= 2 x L2:\n" + "\n".join(slow)
+
+
+def test_set_rule_writes_the_fitted_rule_into_patch_0004(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    text = smallm_table.PATCH.read_text()
+    assert smallm_table.with_rule(text, TILES.RULE, TILES.RULE_SOURCE) == text, (
+        "rewriting the shipped rule moves bytes"
+    )
+    table_path, patch = tmp_path / "smallm-sm90-132sm-60mib.json", tmp_path / "0004.patch"
+    table = {**_synthetic(), "date": "2026-12-01T00:00:00Z"}
+    table["device"].update(name="NVIDIA H200")
+    table_path.write_text(json.dumps(table))
+    patch.write_text(text)
+    assert smallm_table.main(["set-rule", str(table_path), str(patch)]) == 0
+    written = patch.read_text()
+    assert smallm_table.hunk_problems(written) == []
+    tiles = smallm_table.load_tiles_module(patch)
+    assert tiles.RULE == smallm_table.fit_rule(table, TILES.check_config)
+    assert tiles.RULE_SOURCE.startswith(
+        "fitted by checks/gpu/smallm_table.py to smallm-sm90-132sm-60mib.json"
+    )
+    untouched = [
+        s for s in re.split(r"(?=^diff --git )", text, flags=re.M) if smallm_table.TILES_PATH not in s[:200]
+    ]
+    assert all(section in written for section in untouched), "set-rule changed more than small_m_tiles.py"
+    assert "RULE = {" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "patch", sorted((REPO_ROOT / "patches" / "sglang").glob("*.patch")), ids=lambda p: p.name
+)
+def test_patch_hunk_headers_match_their_bodies(patch: Path) -> None:
+    assert smallm_table.hunk_problems(patch.read_text()) == []
