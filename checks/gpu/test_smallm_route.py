@@ -10,6 +10,11 @@ monkeypatch `small_m_route.device_capability`, the SM capability query, and noth
 deep_gemm package (Hopper here) a GEMM that leaves the route reaches the DeepGEMM call and fails there
 with NameError('deep_gemm'): that failure is the observable proof that it took the DeepGEMM path.
 Equality with DeepGEMM needs an SM120/121 card with deep_gemm installed and is skipped elsewhere.
+
+Configs: the route's tile and launch choice (small_m_tiles) can return any of the small-M sweep's candidates
+(checks/gpu/smallm_plan.py). Each of them, and the choice the route makes on this card, must give the bits of
+the route as first shipped (checks/gpu/smallm_reference.py, the K order the SM120 DeepGEMM check pins) for
+every M = 1..16 and every row alone, on every shape here.
 """
 
 from __future__ import annotations
@@ -24,9 +29,12 @@ CAP = 16
 def mods(sglang_root):
     import types
 
-    from sglang.srt.batch_invariant_ops import batch_invariant_ops, small_m_route
+    import smallm_reference
+    from sglang.srt.batch_invariant_ops import batch_invariant_ops, small_m_route, small_m_tiles
 
-    return types.SimpleNamespace(bio=batch_invariant_ops, route=small_m_route)
+    return types.SimpleNamespace(
+        bio=batch_invariant_ops, route=small_m_route, tiles=small_m_tiles, first=smallm_reference
+    )
 
 
 def _operands(n: int, k: int, m: int = CAP, seed: int = 0):
@@ -49,6 +57,74 @@ def test_route_is_batch_invariant(mods, shape: tuple[int, int]) -> None:
         part = mods.route.small_m_matmul(a[:m].contiguous(), b)
         assert torch.equal(part[0], full[0]), f"row 0 changes between M={m} and M={CAP}"
         assert torch.equal(part, full[:m]), f"rows of M={m} differ from the same rows at M={CAP}"
+
+
+def _rule_configs(mods) -> dict[str, dict | None]:  # noqa: ANN001
+    """What the route itself may run: its own choice on this card and every config its rule can return."""
+    configs: dict[str, dict | None] = {"the route's own choice": None}
+    for config in mods.tiles.possible_configs():
+        configs[f"rule config {mods.tiles.check_config(config)}"] = config
+    return configs
+
+
+def _sweep_configs(mods) -> dict[str, dict | None]:  # noqa: ANN001
+    import smallm_plan
+
+    return dict(smallm_plan.candidates())
+
+
+def _bit_failures(mods, shape: tuple[int, int], configs: dict[str, dict | None]) -> list[str]:  # noqa: ANN001
+    """How each config differs from the first route (M = 1..16) or from its own rows alone; [] when none."""
+    import torch
+
+    a, b, _ = _operands(*shape)
+    first = {m: mods.first.first_route_matmul(a[:m].contiguous(), b) for m in range(1, CAP + 1)}
+    failures = []
+    for name, config in configs.items():
+        try:
+            full = mods.route.small_m_matmul(a, b, config=config)
+            for m in range(1, CAP + 1):
+                got = full if m == CAP else mods.route.small_m_matmul(a[:m].contiguous(), b, config=config)
+                if not torch.equal(got, first[m]):
+                    failures.append(f"{name}: M={m} differs from the first route")
+                    break
+            for i in range(CAP):
+                if not torch.equal(mods.route.small_m_matmul(a[i : i + 1], b, config=config)[0], full[i]):
+                    failures.append(f"{name}: row {i} alone differs from row {i} at M={CAP}")
+                    break
+        except Exception as error:  # a config that cannot run is a failure too, named with its error
+            failures.append(f"{name}: {type(error).__name__}: {str(error)[:200]}")
+    return failures
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
+def test_rule_configs_keep_the_first_routes_bits(mods, shape: tuple[int, int]) -> None:
+    failures = _bit_failures(mods, shape, _rule_configs(mods))
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
+def test_sweep_candidates_keep_the_first_routes_bits(mods, shape: tuple[int, int]) -> None:
+    failures = _bit_failures(mods, shape, _sweep_configs(mods))
+    assert not failures, f"{len(failures)} of the sweep's candidates:\n" + "\n".join(failures[:40])
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
+def test_tma_configs_fall_back_with_the_same_bits(mods, shape: tuple[int, int]) -> None:
+    """A TMA config whose activation is not 16-byte aligned runs the pointer kernel, with the same bits."""
+    import smallm_plan
+    import torch
+
+    a, b, _ = _operands(*shape)
+    shifted = torch.empty((a.numel() + 1,), dtype=a.dtype, device=a.device)[1:].view(a.shape)
+    shifted.copy_(a)
+    assert mods.route._tma_ready(a) and not mods.route._tma_ready(shifted)
+    want = mods.first.first_route_matmul(a, b)
+    # the rule's TMA configs and one of the plan's (each misaligned fallback is a compile of its own)
+    tma = [c for c in mods.tiles.possible_configs() if c["LOAD"] == "tma"]
+    tma += [next(c for c in smallm_plan.candidates().values() if c["LOAD"] == "tma")]
+    for config in tma:
+        assert torch.equal(mods.route.small_m_matmul(shifted, b, config=config), want), config
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")

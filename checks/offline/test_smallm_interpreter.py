@@ -1,0 +1,101 @@
+"""The small-M route's kernels and the H200 sweep script, run on a CPU under Triton 3.6's interpreter.
+
+No GPU here, and the H200 gets one call: this runs, before it, everything the interpreter can run. The
+route's files come straight out of patch 0004 (and the marker out of 0001) into a bare tree, and the
+released triton 3.6.0 wheel (the H200's Triton) runs them with TRITON_INTERPRET=1:
+- checks/gpu/smallm_interpret.py: every sweep kernel, persistent or not, computes a @ w.T, writes nothing
+  outside its output, covers every tile, keeps rows independent of M, and falls back from TMA to pointers;
+- checks/gpu/bench_smallm_sweep.py --interpret-cpu: the sweep end to end (bits, times, fit, table, summary),
+  and the table it writes is one the rule check (smallm_table.evaluate) reads.
+The interpreter cannot multiply bfloat16 (triton-lang/triton#11584), so both use float16 operands of the
+same size; bf16 bits and bandwidth are the GPU's to measure. numpy is pinned to 2.2.6 for the subprocesses:
+triton 3.6's interpreter calls int() on one-element arrays (its `__index__`), which numpy 2.4 refuses.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from released_wheels import REPO_ROOT, unpacked_wheel
+
+GPU_DIR = REPO_ROOT / "checks" / "gpu"
+sys.path.insert(0, str(GPU_DIR))
+import smallm_table  # noqa: E402
+
+FIXTURE_NEEDS = {"interpreter_env": ("network",)}
+SERIES = REPO_ROOT / "patches" / "sglang"
+ROUTE_FILES = {
+    "python/sglang/srt/bitexact_patches.py": "0001-bitexact-marker.patch",
+    "python/sglang/srt/batch_invariant_ops/small_m_route.py": "0004-small-m-triton-route.patch",
+    "python/sglang/srt/batch_invariant_ops/small_m_tiles.py": "0004-small-m-triton-route.patch",
+}
+
+
+def route_tree(root: Path) -> Path:
+    """A tree holding only the files the route needs, as the series creates them (empty package inits)."""
+    for path, patch in ROUTE_FILES.items():
+        dest = root / path.removeprefix("python/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(smallm_table.new_file_from_patch((SERIES / patch).read_text(), path))
+    for package in ("sglang/srt", "sglang/srt/batch_invariant_ops"):
+        (root / package / "__init__.py").touch()
+    return root
+
+
+@pytest.fixture(scope="module")
+def interpreter_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    triton = unpacked_wheel("triton", "3.6.0")
+    numpy = unpacked_wheel("numpy", "2.2.6")
+    tmp = tmp_path_factory.mktemp("smallm-interpreter")
+    paths = [str(numpy), str(triton), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(paths),
+        "TRITON_INTERPRET": "1",
+        "TRITON_CACHE_DIR": str(tmp / "triton-cache"),
+        "BITEXACT_SGLANG_TREE": str(route_tree(tmp / "tree")),
+    }
+
+
+def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_every_sweep_kernel_computes_the_product(interpreter_env: dict[str, str]) -> None:
+    result = run(interpreter_env, str(GPU_DIR / "smallm_interpret.py"))
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-4000:]
+    assert " 0 failures" in result.stdout, log[-4000:]
+
+
+FIRST_ROUTE_HERE = "kn-n16-k256-w4-s4-p4"  # the first route's config for (80, 304) on 4 SMs
+CANDIDATES = [FIRST_ROUTE_HERE, "tma-n16-k256-w4-s6-tiles", "nk-n16-k256-w4-s6-f-p1"]
+
+
+def test_sweep_runs_end_to_end(interpreter_env: dict[str, str], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ["--interpret-cpu", "4,65536", "--out", str(out), "--shapes", "80x304"]
+    args += ["--candidates", ",".join(CANDIDATES), "--sweep-ms", "1,16", "--all-ms", "1,2"]
+    result = run(interpreter_env, str(GPU_DIR / "bench_smallm_sweep.py"), *args)
+    log = result.stdout + result.stderr
+    assert result.returncode == 0, log[-4000:]
+    table = smallm_table.load_table(out / "smallm-sm00-4sm-0mib.json")
+    assert table["complete"] and [(s["N"], s["K"]) for s in table["shapes"]] == [(80, 304)]
+    for shape in table["shapes"]:
+        assert set(shape["results"]) == set(CANDIDATES), shape.get("error", "")
+        first = shape["results"][FIRST_ROUTE_HERE]
+        assert first["bits"] == "equal" and set(first["us"]) == {"1", "16"}, first
+        assert shape["first_route_batch_invariant"]
+        assert set(shape["all_m"]["cublas"]) == {"1", "2"}
+    assert "rule_fitted" in table, table.get("fit_error")
+    tiles = smallm_table.load_tiles_module()
+    rows = smallm_table.evaluate(table, tiles.choose, tiles.check_config)
+    assert [(r["chosen"], r["chosen_ok"]) for r in rows] == [(FIRST_ROUTE_HERE, True)]
+    summary = (out / "summary.txt").read_text()
+    assert "(80, 304)" in summary and "fitted rule on this table" in summary
+    assert "target (188 SMs, 128 MiB)" in summary
+    assert (out / "progress.jsonl").read_text().count('"stage": "bits"') == 1
