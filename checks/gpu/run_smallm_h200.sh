@@ -26,6 +26,12 @@ for p in patches/sglang/*.patch; do
     exit 2
   }
 done
+# The GPU checks use a tree only with the series' content manifest (exactlaunch.manifest, issue 9).
+PYTHONPATH=pkgs/server/src python -m exactlaunch.manifest write "$tree" --series patches/sglang >>"$out/patch.log" 2>&1 || {
+  echo "run_smallm_h200: writing the content manifest failed (see patch.log)" >&2
+  cat "$out/patch.log" >&2
+  exit 2
+}
 export BITEXACT_SGLANG_TREE=$tree
 echo "run_smallm_h200: tree ready in $((SECONDS - start))s: $tree" | tee "$out/run.log"
 
