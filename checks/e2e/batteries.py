@@ -1,0 +1,278 @@
+"""Run the GPU batteries against a real SGLang server on a GPU host with no network (issue 10).
+
+The batteries are the flake's own (nix/lib/gpu-batteries.nix, exported to checks/e2e/batteries.json;
+an offline test keeps the two equal): record the `no-spec` reference (short and long prompts), then
+start each battery's server variant and run its `bitexact` commands. Verdicts are written as they come
+(`OUT/<tree>/verdicts.jsonl`); a rerun skips the batteries whose verdict exists.
+
+Trees (made by checks/e2e/assemble.py under WORK):
+- `patched`: the series applied, started through the launcher (`python -m exactlaunch.cli`), whose
+  preflight must accept the tree;
+- `stock`: the released wheel, started with the argv and environment that `--print` gives, run
+  directly (the launcher's preflight rightly refuses a stock tree; there is no bypass flag).
+
+Usage (repository root, on the GPU host, after assemble.py and tiny_model.py):
+    python checks/e2e/batteries.py --work WORK --tree patched --out OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+PLAN = Path(__file__).with_name("batteries.json")
+RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
+PORT = 30000
+
+
+def log(message: str) -> None:
+    print(f"[e2e {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def python_path(work: Path, tree: str) -> str:
+    """The tree first (its sglang), then the shared dependencies, the launcher and bitexact."""
+    parts = [
+        work / tree,
+        work / "deps",
+        REPO / "pkgs" / "server" / "src",
+        REPO / "checks" / "bitexact" / "src",
+    ]
+    return os.pathsep.join(str(p) for p in parts)
+
+
+def base_env(work: Path, tree: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = python_path(work, tree)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("BITEXACT_RECIPE", str(RECIPE))
+    # The one setting beside the recipe's: sglang-kernel here is 0.4.5 (the host's torch 2.11 cannot load
+    # 0.4.7), and SGLang 0.5.20 refuses a kernel below 0.4.7 unless told to skip its version check.
+    env["SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK"] = "1"
+    return env
+
+
+def launcher(variant: str, extra: list[str]) -> list[str]:
+    return [sys.executable, "-m", "exactlaunch.cli", "--recipe", str(RECIPE), "--variant", variant, *extra]
+
+
+def server_command(work: Path, tree: str, variant: str, port: int) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) of the server: the launcher for the patched tree; its printed argv for the stock one."""
+    env = base_env(work, tree)
+    serving = ["--host", "127.0.0.1", "--port", str(port)]
+    if tree != "stock":
+        return launcher(variant, serving), env
+    printed = subprocess.run(
+        launcher(variant, [*serving, "--print"]), env=env, capture_output=True, text=True, check=True
+    )
+    plan = json.loads(printed.stdout)
+    env.update(plan["env"])
+    return list(plan["argv"]), env
+
+
+class Server:
+    """One server process (its own process group), its log, and readiness through /health_generate."""
+
+    def __init__(self, work: Path, tree: str, variant: str, port: int, log_path: Path) -> None:
+        self.variant, self.port, self.log_path = variant, port, log_path
+        argv, env = server_command(work, tree, variant, port)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_file = log_path.open("w")
+        self.log_file.write("+ " + " ".join(argv) + "\n")
+        self.log_file.flush()
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            argv, cwd=REPO, env=env, stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def wait_ready(self, timeout_s: float) -> float:
+        url = f"http://127.0.0.1:{self.port}/health_generate"
+        while time.monotonic() - self.started < timeout_s:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"the {self.variant} server exited with {self.proc.returncode}: {self.tail()}"
+                )
+            try:
+                with urllib.request.urlopen(url, timeout=10) as answer:
+                    if answer.status == 200:
+                        return time.monotonic() - self.started
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(1)
+        raise RuntimeError(f"the {self.variant} server was not ready after {timeout_s:.0f} s: {self.tail()}")
+
+    def tail(self, lines: int = 40) -> str:
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.log_file.close()
+
+
+def fill(command: list[str], values: dict[str, str]) -> list[str]:
+    out = []
+    for arg in command:
+        for key, value in values.items():
+            arg = arg.replace(f"@{key}@", value)
+        out.append(arg)
+    return out
+
+
+def run_bitexact(command: list[str], work: Path, tree: str, log_path: Path) -> dict[str, Any]:
+    """One bitexact command (its argv starts with `bitexact`); exit code, summary (--json) and time."""
+    argv = [sys.executable, "-m", "bitexact", *command[1:]]
+    started = time.monotonic()
+    with log_path.open("a") as stderr:
+        stderr.write("+ " + " ".join(command) + "\n")
+        stderr.flush()
+        done = subprocess.run(
+            argv, cwd=REPO, env=base_env(work, tree), stdout=subprocess.PIPE, stderr=stderr, text=True
+        )
+    summary: Any = None
+    if "--json" in command:
+        try:
+            summary = json.loads(done.stdout)
+        except json.JSONDecodeError:
+            summary = done.stdout[-2000:]
+    else:
+        summary = done.stdout.strip()[-2000:]
+    return {
+        "command": command,
+        "exit": done.returncode,
+        "seconds": round(time.monotonic() - started, 1),
+        "summary": summary,
+    }
+
+
+def meta_sample(port: int, ids: list[int], max_new_tokens: int = 64) -> dict[str, Any]:
+    """One /generate answer's meta_info: the server's own account of speculation (verify steps, accepted
+    drafts, accept length)."""
+    body = {
+        "input_ids": ids,
+        "sampling_params": {"temperature": 0.0, "max_new_tokens": max_new_tokens, "ignore_eos": True},
+    }
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/generate",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=300) as answer:
+        meta = json.load(answer)["meta_info"]
+    return {
+        k: v for k, v in meta.items() if k.startswith("spec") or k in ("completion_tokens", "prompt_tokens")
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", type=Path, required=True, help="assemble.py's folder (trees, deps, models)")
+    parser.add_argument("--tree", choices=("patched", "stock"), required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--only", help="comma-separated battery names (default: all)")
+    parser.add_argument("--long", help="long prompt lengths for the long reference (default: the plan's)")
+    parser.add_argument("--start-timeout", type=float, default=600.0)
+    args = parser.parse_args(argv)
+
+    plan = json.loads(PLAN.read_text())
+    out = args.out / args.tree
+    out.mkdir(parents=True, exist_ok=True)
+    verdicts_path = out / "verdicts.jsonl"
+    done = (
+        {json.loads(line)["name"] for line in verdicts_path.read_text().splitlines()}
+        if verdicts_path.exists()
+        else set()
+    )
+    wanted = set(args.only.split(",")) if args.only else None
+    batteries = [
+        b for b in plan["batteries"] if (wanted is None or b["name"] in wanted) and b["name"] != "gpu-golden"
+    ]
+    refs_needed = {b["reference"] for b in batteries if b["reference"]}
+    model_dir = str(REPO / ".e2e" / "models" / "target")
+    values = {
+        "RECIPE": str(RECIPE),
+        "MODEL_SNAPSHOT": model_dir,
+        "URL": f"sglang+http://127.0.0.1:{args.port}",
+    }
+
+    def record(entry: dict[str, Any]) -> None:
+        with verdicts_path.open("a") as f:
+            f.write(json.dumps(entry) + "\n")
+        log(f"{entry['name']}: exit {entry.get('exit')}")
+
+    # Group by server variant so that each server starts once: references first (no-spec).
+    steps: list[tuple[str, str, list[list[str]], str | None]] = []
+    for kind in ("short", "long"):
+        if kind in refs_needed:
+            ref = plan["references"][kind]
+            commands = [list(c) for c in ref["commands"]]
+            if kind == "long" and args.long:
+                for c in commands:
+                    c[c.index("--long") + 1] = args.long
+            steps.append((ref["name"], ref["variant"], commands, None))
+    for b in batteries:
+        steps.append((b["name"], b["variant"], b["commands"], b["reference"]))
+    order = ["no-spec", "recipe", "forced-reject"]
+    steps.sort(key=lambda s: order.index(s[1]) if s[1] in order else len(order))
+
+    current: Server | None = None
+    try:
+        for name, variant, commands, reference in steps:
+            if name in done:
+                log(f"{name}: verdict already in {verdicts_path}, skipped")
+                continue
+            if current is None or current.variant != variant:
+                if current is not None:
+                    current.stop()
+                log(f"starting the {variant} server ({args.tree} tree)")
+                current = Server(args.work, args.tree, variant, args.port, out / f"server-{variant}.log")
+                try:
+                    ready = current.wait_ready(args.start_timeout)
+                except RuntimeError as error:
+                    record({"name": name, "variant": variant, "exit": 2, "error": str(error)})
+                    current.stop()
+                    current = None
+                    continue
+                log(f"{variant} server ready after {ready:.0f} s")
+                meta = meta_sample(args.port, list(range(300, 340)))
+                (out / f"meta-{variant}.json").write_text(json.dumps(meta, indent=1) + "\n")
+                log(f"{variant} meta_info sample: {meta}")
+            step_out = out / name
+            step_out.mkdir(exist_ok=True)
+            refs = {
+                "short": out / "reference-no-spec" / "reference.json",
+                "long": out / "reference-no-spec-long" / "reference.json",
+            }
+            step_values = dict(values, OUT=str(step_out), GOLDEN_DIR=str(out / "golden"))
+            if reference:
+                step_values["REF"] = str(refs[reference])
+            results = [
+                run_bitexact(fill(c, step_values), args.work, args.tree, step_out / "bitexact.log")
+                for c in commands
+            ]
+            worst = max(r["exit"] for r in results)
+            record({"name": name, "variant": variant, "tree": args.tree, "exit": worst, "results": results})
+    finally:
+        if current is not None:
+            current.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

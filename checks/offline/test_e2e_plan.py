@@ -1,0 +1,46 @@
+"""The end-to-end runner's battery plan (checks/e2e/batteries.json) is the flake's own
+(nix/lib/gpu-batteries.nix evaluated for the e2e recipe): the GPU host has no Nix, so the plan travels as
+JSON, and this test keeps the copy from drifting. Also: the e2e recipe is the recipe's argv and
+environment with only the model paths changed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PLAN = REPO / "checks" / "e2e" / "batteries.json"
+E2E_RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
+RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
+EXPR = (
+    "let b = import ./nix/lib/gpu-batteries.nix; r = builtins.fromJSON (builtins.readFile "
+    "./nix/recipes/e2e-tiny-hybrid.json); in { inherit (b) references longLengths repeats; "
+    "batteries = b.batteries r; }"
+)
+
+
+@pytest.mark.nix
+def test_the_committed_plan_is_what_nix_evaluates() -> None:
+    done = subprocess.run(
+        ["nix-instantiate", "--eval", "--strict", "--json", "-E", EXPR],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(done.stdout) == json.loads(PLAN.read_text()), (
+        "checks/e2e/batteries.json is stale; regenerate it with the command in docs/e2e.md"
+    )
+
+
+def test_the_e2e_recipe_changes_only_the_model_paths() -> None:
+    recipe, e2e = json.loads(RECIPE.read_text()), json.loads(E2E_RECIPE.read_text())
+    argv, e2e_argv = recipe["launch"]["argv"], e2e["launch"]["argv"]
+    changed = [i for i, (a, b) in enumerate(zip(argv, e2e_argv, strict=True)) if a != b]
+    assert [argv[i - 1] for i in changed] == ["--model-path", "--speculative-draft-model-path"]
+    assert e2e["launch"]["env"] == recipe["launch"]["env"]
+    assert e2e["variants"] == recipe["variants"]
+    assert e2e["engine"] == recipe["engine"] and e2e["deepGemm"] == recipe["deepGemm"]
