@@ -58,6 +58,10 @@ def base_env(work: Path, tree: str) -> dict[str, str]:
     # The one setting beside the recipe's: sglang-kernel here is 0.4.5 (the host's torch 2.11 cannot load
     # 0.4.7), and SGLang 0.5.20 refuses a kernel below 0.4.7 unless told to skip its version check.
     env["SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK"] = "1"
+    # DeepGEMM 0.2.0 imports on the host's torch, so SGLang would route batch-invariant GEMMs to its sm90
+    # kernel, which asserts on the tiny model's shapes (TMA descriptors); the Triton persistent path is
+    # what the H200 kernel checks measured (docs/kernels.md). The recipe's card takes DeepGEMM's sm120 path.
+    env["SGLANG_ENABLE_JIT_DEEPGEMM"] = "0"
     return env
 
 
@@ -232,10 +236,21 @@ def main(argv: list[str] | None = None) -> int:
     steps.sort(key=lambda s: order.index(s[1]) if s[1] in order else len(order))
 
     current: Server | None = None
+    failed_variants: set[str] = set()
     try:
         for name, variant, commands, reference in steps:
             if name in done:
                 log(f"{name}: verdict already in {verdicts_path}, skipped")
+                continue
+            if variant in failed_variants:
+                record(
+                    {
+                        "name": name,
+                        "variant": variant,
+                        "exit": 2,
+                        "error": f"the {variant} server did not start",
+                    }
+                )
                 continue
             if current is None or current.variant != variant:
                 if current is not None:
@@ -248,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                     record({"name": name, "variant": variant, "exit": 2, "error": str(error)})
                     current.stop()
                     current = None
+                    failed_variants.add(variant)
                     continue
                 log(f"{variant} server ready after {ready:.0f} s")
                 meta = meta_sample(args.port, list(range(300, 340)))

@@ -33,6 +33,12 @@ PYTHONPATH=pkgs/server/src python -m exactlaunch.manifest write "$tree" --series
   exit 2
 }
 export BITEXACT_SGLANG_TREE=$tree
+# SGLang's utilities import msgspec at module level (docs/kernels.md); a host without it gets the wheels
+# carried in BITEXACT_GPU_WHEELS (e.g. msgspec's) installed into a private folder first.
+if [ -n "${BITEXACT_GPU_WHEELS:-}" ]; then
+  python -m pip install --quiet --no-index --no-deps --no-compile --target "$tree/../deps" "$BITEXACT_GPU_WHEELS"/*.whl || exit 2
+  export PYTHONPATH="$tree/../deps${PYTHONPATH:+:$PYTHONPATH}"
+fi
 echo "run_smallm_h200: tree ready in $((SECONDS - start))s: $tree" | tee "$out/run.log"
 
 # The sweep first: it compiles every candidate in parallel processes, so the checks below find them cached.
