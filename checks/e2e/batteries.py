@@ -58,9 +58,10 @@ def base_env(work: Path, tree: str) -> dict[str, str]:
     # The one setting beside the recipe's: sglang-kernel here is 0.4.5 (the host's torch 2.11 cannot load
     # 0.4.7), and SGLang 0.5.20 refuses a kernel below 0.4.7 unless told to skip its version check.
     env["SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK"] = "1"
-    # DeepGEMM 0.2.0 imports on the host's torch, so SGLang would route batch-invariant GEMMs to its sm90
-    # kernel, which asserts on the tiny model's shapes (TMA descriptors); the Triton persistent path is
-    # what the H200 kernel checks measured (docs/kernels.md). The recipe's card takes DeepGEMM's sm120 path.
+    # DeepGEMM 0.2.0 (built for torch 2.13) imports on the host's torch 2.11, so SGLang would route
+    # batch-invariant GEMMs to its sm90 kernel, which asserted during CUDA graph capture (docs/e2e.md);
+    # the Triton persistent path is what the H200 kernel checks measure. The recipe's card takes
+    # DeepGEMM's sm120 path.
     env["SGLANG_ENABLE_JIT_DEEPGEMM"] = "0"
     return env
 

@@ -1,0 +1,85 @@
+"""Summarise an end-to-end run (batteries.py's OUT/e2e/<tree>/): one line per battery (verdict, prompts
+equal/differing, token ids differing) and the speculation the server reported in the checks' results
+(verify steps, drafts accepted of proposed, mean accept length per prompt, prompts with partial
+acceptance). Standard library only.
+
+Usage: python checks/e2e/summarize.py OUT/e2e/patched OUT/e2e/stock
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def verdict_lines(tree: Path) -> list[str]:
+    lines = []
+    for raw in (tree / "verdicts.jsonl").read_text().splitlines():
+        entry = json.loads(raw)
+        parts = []
+        for result in entry.get("results", []):
+            summary = result["summary"]
+            if isinstance(summary, dict) and "prompts" in summary:
+                what = summary["verb"]
+                if "equal" in summary:
+                    what += f" {summary['equal']}/{summary['prompts']} equal"
+                    if summary.get("tokens_differ"):
+                        what += f", token ids differ in {summary['tokens_differ']}"
+                else:
+                    what += f" {summary['prompts']} prompts"
+                parts.append(what)
+            elif isinstance(summary, dict) and summary.get("verb") == "repeat":
+                parts.append(
+                    f"repeat x{summary['repeats']}, {summary['batch']} in flight: "
+                    f"{summary['divergent']} of {summary['compared']} runs differ from the first"
+                )
+            else:
+                parts.append(str(summary).splitlines()[0][:120] if summary else "")
+        verdict = {0: "EQUAL/OK", 1: "DIFFERS"}.get(entry["exit"], f"ERROR ({entry['exit']})")
+        lines.append(
+            f"{entry['name']:<26} {verdict:<9} "
+            + "; ".join(parts)
+            + (f" {entry['error']}" if "error" in entry else "")
+        )
+    return lines
+
+
+def spec_lines(tree: Path) -> list[str]:
+    lines = []
+    for results in sorted(tree.glob("*/*/check-*.jsonl")):
+        rows: list[dict[str, Any]] = [json.loads(line) for line in results.read_text().splitlines()][1:]
+        specs = [r["generation"].get("spec") or {} for r in rows]
+        if not specs or not all("verify_ct" in s for s in specs):
+            continue
+        lengths = [s["accept_length"] for s in specs]
+        accepted = sum(s["correct_drafts"] for s in specs)
+        proposed = sum(s["proposed_drafts"] for s in specs)
+        every = sum(1 for s in specs if s["correct_drafts"] == s["proposed_drafts"])
+        none = sum(1 for s in specs if s["correct_drafts"] == 0)
+        steps = sum(s["verify_ct"] for s in specs)
+        lines.append(
+            f"{results.parent.parent.name:<26} {len(rows)} prompts, {steps} verify steps, drafts accepted "
+            f"{accepted}/{proposed}, accept length per prompt mean {sum(lengths) / len(lengths):.2f} "
+            f"(min {min(lengths):.2f}, max {max(lengths):.2f}); prompts with every draft accepted {every}, "
+            f"none {none}, some {len(specs) - every - none}"
+        )
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    for name in argv:
+        tree = Path(name)
+        print(f"== {tree.name}")
+        print("\n".join(verdict_lines(tree)))
+        print("-- speculation reported by the server (meta_info) in the checks")
+        print("\n".join(spec_lines(tree)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
