@@ -432,7 +432,7 @@ class Sweep:
             return
         view = {**self.table, "shapes": good}
         try:
-            fitted = smallm_table.fit_rule(view, self.tiles.check_config)
+            fitted = smallm_table.fit_rule(view, self.tiles.check_config, self.tiles.is_small)
         except Exception as error:
             self.table["fit_error"] = f"{type(error).__name__}: {error}"
             return

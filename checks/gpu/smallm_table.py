@@ -203,10 +203,11 @@ def _pipeline(config: dict) -> dict:
     return {k: v for k, v in config.items() if k != "BLOCK_N"}
 
 
-def fit_rule(table: dict, check_config: Callable[[dict], dict], small_l2_multiple: int = 2) -> dict:
+def fit_rule(table: dict, check_config: Callable[[dict], dict], is_small: Callable[..., bool]) -> dict:
     """The rule (small_m_tiles.RULE's form) with the least worst-case regret over the table's large shapes,
-    then the least total regret; `small` is the one config best on the table's small shapes, or None when
-    the large-shape rule does as well there. Only candidates with equal bits on every shape are used."""
+    then the least total regret; `small` is the one config best on the shapes the rule's `is_small` gate
+    (small_m_tiles.is_small) sends to it, or None when the widths do as well there. Only candidates with
+    equal bits on every shape are used."""
     ids = sorted(usable(table))
     if not ids:
         raise TableError("no candidate kept the bits on every shape and was timed: nothing to fit")
@@ -214,7 +215,7 @@ def fit_rule(table: dict, check_config: Callable[[dict], dict], small_l2_multipl
     sm_count = table["device"]["sm_count"]
     shapes = measured_shapes(table)
     large = [s for s in shapes if is_large(s)]
-    small = [s for s in shapes if not is_large(s)]
+    l2_bytes = table["device"]["l2_bytes"]
     best = {id(s): best_time(s, set(ids))[1] for s in shapes}
 
     def ratio(shape: dict, cid: str) -> float:
@@ -237,8 +238,8 @@ def fit_rule(table: dict, check_config: Callable[[dict], dict], small_l2_multipl
                     assigned[_width_for(shape["N"], sm_count, widths, threshold)].append(shape)
                 pipelines, worst, total = {}, 0.0, 0.0
                 for width in widths:
-                    shapes = assigned[width] or large  # a width unused here is still chosen on other cards
-                    cid = min(by_width[width], key=lambda c: overall(c, shapes))
+                    scored = assigned[width] or large  # a width unused here is still chosen on other cards
+                    cid = min(by_width[width], key=lambda c: overall(c, scored))
                     pipelines[width] = _pipeline(configs[cid])
                     if assigned[width]:
                         w_max, w_sum = overall(cid, assigned[width])
@@ -248,6 +249,7 @@ def fit_rule(table: dict, check_config: Callable[[dict], dict], small_l2_multipl
                     best_score = score
                     best_rule = {"small": None, "min_tiles_per_sm": threshold, "widths": pipelines}
     assert best_rule is not None
+    small = [s for s in shapes if is_small(s["N"], s["K"], sm_count, l2_bytes, best_rule)]
     if small:
 
         def by_rule(shape: dict) -> float:
@@ -358,17 +360,52 @@ def with_rule(patch_text: str, rule: dict, source: str) -> str:
     return replace_new_file(patch_text, TILES_PATH, "\n".join(lines) + "\n")
 
 
+def report(table: dict, rows: list[dict]) -> list[str]:
+    """The shipped rule on a table, one line per shape: times (mean over the timed Ms) and the share of the
+    table's copy bandwidth at M = 8 (bytes: weights, activations, output), against cuBLAS and the best."""
+    copy = table["copy_gbps"][table["denominator"]]
+
+    def share(shape: dict, us: float) -> str:
+        nbytes = 2 * (shape["N"] * shape["K"] + 8 * shape["K"] + 8 * shape["N"])
+        return f"{100 * nbytes / (us * 1e-6) / 1e9 / copy:.0f}%"
+
+    device = table["device"]
+    lines = [
+        f"{device['name']}, {device['sm_count']} SMs, L2 {device['l2_bytes'] >> 20} MiB;"
+        f" copy {copy:.0f} GB/s; '*' = under 2 x L2 (launch-bound)",
+        "(N, K) | MB | rule: config, us, %copy | cuBLAS us, %copy | rule / cuBLAS"
+        " | best bit-equal candidate, us",
+    ]
+    for shape, row in zip(measured_shapes(table), rows, strict=True):
+        star = "" if row["large"] else "*"
+        lines.append(
+            f"({row['N']}, {row['K']}){star} | {shape['weight_bytes'] / 1e6:.0f} | {row['chosen']}, "
+            f"{row['chosen_us']:.1f}, {share(shape, row['chosen_us'])} | {row['cublas_us']:.1f}, "
+            f"{share(shape, row['cublas_us'])} | {row['vs_cublas']:.3f} | {row['best']}, {row['best_us']:.1f}"
+        )
+    return lines
+
+
 def main(argv: list[str]) -> int:
-    """`set-rule TABLE [PATCH]`: fit the rule to a committed table and write it into patch 0004."""
+    """`set-rule TABLE [PATCH]`: fit the rule to a committed table and write it into patch 0004.
+    `report TABLE`: the shipped rule's choice, time and bandwidth share per shape of the table."""
+    if len(argv) == 2 and argv[0] == "report":
+        table = load_table(Path(argv[1]))
+        tiles = load_tiles_module()
+        print("\n".join(report(table, evaluate(table, tiles.choose, tiles.check_config))))
+        return 0
     if len(argv) not in (2, 3) or argv[0] != "set-rule":
-        print("usage: python checks/gpu/smallm_table.py set-rule TABLE.json [PATCH]", file=sys.stderr)
+        print(
+            "usage: python checks/gpu/smallm_table.py {set-rule TABLE.json [PATCH] | report TABLE.json}",
+            file=sys.stderr,
+        )
         return 2
     table_path = Path(argv[1])
     patch = Path(argv[2]) if len(argv) == 3 else PATCH
     try:
         table = load_table(table_path)
         tiles = load_tiles_module(patch)
-        rule = fit_rule(table, tiles.check_config)
+        rule = fit_rule(table, tiles.check_config, tiles.is_small)
     except (TableError, ValueError) as error:
         print(f"set-rule: {error}", file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from exactlaunch import manifest
 from released_wheels import REPO_ROOT, unpacked_wheel
 
 GPU_DIR = REPO_ROOT / "checks" / "gpu"
@@ -43,6 +44,9 @@ def route_tree(root: Path) -> Path:
         dest.write_text(smallm_table.new_file_from_patch((SERIES / patch).read_text(), path))
     for package in ("sglang/srt", "sglang/srt/batch_invariant_ops"):
         (root / package / "__init__.py").touch()
+    # checks/gpu takes a tree only with a content manifest; this one holds 0001's whole output (the marker)
+    # and 0004's new files alone, so its manifest covers 0001 (a subset, as sglang_tree.py allows).
+    manifest.write(root, [SERIES / "0001-bitexact-marker.patch"])
     return root
 
 
@@ -73,7 +77,9 @@ def test_every_sweep_kernel_computes_the_product(interpreter_env: dict[str, str]
 
 
 FIRST_ROUTE_HERE = "kn-n16-k256-w4-s4-p4"  # the first route's config for (80, 304) on 4 SMs
-CANDIDATES = [FIRST_ROUTE_HERE, "tma-n16-k256-w4-s6-tiles", "nk-n16-k256-w4-s6-f-p1"]
+# The shipped rule's choice there (its `small` config: 48 KB of weights, 3 tiles of 32 for 4 SMs).
+RULE_HERE = "nk-n16-k256-w4-s6-tiles"
+CANDIDATES = [FIRST_ROUTE_HERE, RULE_HERE, "tma-n16-k256-w4-s6-tiles", "nk-n16-k256-w4-s6-f-p1"]
 
 
 def test_sweep_runs_end_to_end(interpreter_env: dict[str, str], tmp_path: Path) -> None:
@@ -94,7 +100,7 @@ def test_sweep_runs_end_to_end(interpreter_env: dict[str, str], tmp_path: Path) 
     assert "rule_fitted" in table, table.get("fit_error")
     tiles = smallm_table.load_tiles_module()
     rows = smallm_table.evaluate(table, tiles.choose, tiles.check_config)
-    assert [(r["chosen"], r["chosen_ok"]) for r in rows] == [(FIRST_ROUTE_HERE, True)]
+    assert [(r["chosen"], r["chosen_ok"]) for r in rows] == [(RULE_HERE, True)]
     summary = (out / "summary.txt").read_text()
     assert "(80, 304)" in summary and "fitted rule on this table" in summary
     assert "target (188 SMs, 128 MiB)" in summary
