@@ -43,7 +43,7 @@ def probe(env: dict[str, str], *flags: str) -> dict[str, object]:
 
 def test_keys_by_the_tables_slug(driver: Path) -> None:
     result = probe({"BITEXACT_DRIVER_LIB": str(driver), **nvml_env(MAX_Q)})
-    assert result["card"] == "rtx-pro-6000-blackwell-max-q"
+    assert result["card"] == "rtx-pro-6000-blackwell"
     info = result["info"]
     assert info["driver"] == "580.159.04" and info["cuda_driver"] == "13.0"
     (card,) = info["cards"]

@@ -166,7 +166,7 @@ def test_refuses_a_wrong_card_and_says_whether_its_bits_would_match(image: dict[
     message = refused(entrypoint(h200, "--preflight-only"))
     assert (
         "wrong card: the recipe is for NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition "
-        "(slug rtx-pro-6000-blackwell-max-q)" in message
+        "(slug rtx-pro-6000-blackwell)" in message
     )
     assert "sees NVIDIA H200 (PCI 10de:2335, 143771 MiB, compute capability 9.0), slug h200" in message
     assert "its bits will not match: another architecture" in message

@@ -54,7 +54,7 @@ def test_every_row_names_its_card(row) -> None:
 
 
 def test_cards_as_nvml_reports_them() -> None:
-    assert slug_for(identity(MAX_Q)) == RECIPE["card"]["slug"] == "rtx-pro-6000-blackwell-max-q"
+    assert slug_for(identity(MAX_Q)) == RECIPE["card"]["slug"] == "rtx-pro-6000-blackwell"
     assert slug_for(identity(WORKSTATION)) == "rtx-pro-6000-blackwell-workstation"
     assert slug_for(identity(SERVER)) == "rtx-pro-6000-blackwell-server"
     assert slug_for(identity(H200)) == "h200"
@@ -148,7 +148,7 @@ def test_local_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
     answer(MAX_Q)
     card = local_card()
-    assert card is not None and slug_for(card) == "rtx-pro-6000-blackwell-max-q"
+    assert card is not None and slug_for(card) == "rtx-pro-6000-blackwell"
     answer(MAX_Q, MAX_Q)
     assert local_card() == card
     answer(MAX_Q, H200)

@@ -113,7 +113,7 @@ def test_labels_name_the_recipe_engine_and_weight_revisions() -> None:
     assert labels["dev.bitexact.model"] == f"{RECIPE['model']['repo']}@{RECIPE['model']['revision']}"
     assert labels["dev.bitexact.drafter"] == f"{RECIPE['drafter']['repo']}@{RECIPE['drafter']['revision']}"
     assert labels["dev.bitexact.deep-gemm"] == "sgl-deep-gemm==0.2.0+0001-sm120-fence.patch"
-    assert labels["dev.bitexact.card"] == "rtx-pro-6000-blackwell-max-q"
+    assert labels["dev.bitexact.card"] == "rtx-pro-6000-blackwell"
     assert labels["dev.bitexact.weights"] == "baked"
     assert all(isinstance(v, str) for v in labels.values())
 

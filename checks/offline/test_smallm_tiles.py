@@ -134,7 +134,7 @@ def test_checker_flags_a_choice_the_sweep_did_not_measure() -> None:
 
 
 def test_fit_never_uses_a_candidate_that_changes_the_bits() -> None:
-    rule = smallm_table.fit_rule(_synthetic(), TILES.check_config)
+    rule = smallm_table.fit_rule(_synthetic(), TILES.check_config, TILES.is_small)
     picked = [TILES.choose(s["N"], s["K"], 132, 60 << 20, rule=rule) for s in _synthetic()["shapes"]]
     wrong = TILES.check_config(smallm_plan.candidates()[WRONG])
     assert all(TILES.check_config(p) != wrong for p in picked)
@@ -189,7 +189,7 @@ def test_set_rule_writes_the_fitted_rule_into_patch_0004(
     written = patch.read_text()
     assert smallm_table.hunk_problems(written) == []
     tiles = smallm_table.load_tiles_module(patch)
-    assert tiles.RULE == smallm_table.fit_rule(table, TILES.check_config)
+    assert tiles.RULE == smallm_table.fit_rule(table, TILES.check_config, TILES.is_small)
     assert tiles.RULE_SOURCE.startswith(
         "fitted by checks/gpu/smallm_table.py to smallm-sm90-132sm-60mib.json"
     )
