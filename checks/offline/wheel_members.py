@@ -10,19 +10,56 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import sys
 import tomllib
 import urllib.request
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from released_wheels import cache_dir
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "nix" / "tools"))
 
-from wheel_elf_needs import RangeReader, chosen_wheel, wheel_rank  # noqa: E402
+from wheel_elf_needs import chosen_wheel, wheel_rank  # noqa: E402
+
+
+class RangeReader(io.RawIOBase):
+    """A seekable read-only file over HTTP range requests (zipfile reads only what it needs)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.pos = 0
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=120) as reply:
+            self.size = int(reply.headers["Content-Length"])
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = base + offset
+        return self.pos
+
+    def readinto(self, buffer: Any) -> int:
+        count = min(len(buffer), self.size - self.pos)
+        if count <= 0:
+            return 0
+        headers = {"Range": f"bytes={self.pos}-{self.pos + count - 1}"}
+        with urllib.request.urlopen(urllib.request.Request(self.url, headers=headers), timeout=300) as reply:
+            data = reply.read()
+        buffer[: len(data)] = data
+        self.pos += len(data)
+        return len(data)
 
 
 def _member(url: str, member: str, cached: Path) -> str:
