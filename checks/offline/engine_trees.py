@@ -28,6 +28,9 @@ def patched_tree(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     copy_touched(unpacked_wheel("sglang", "0.5.20"), root)
     apply_series(root)
+    # Only the series' files are here; the release's package __init__ imports the rest of SGLang, so the
+    # tree gets an empty one (the series does not touch it, so the manifest does not cover it).
+    (root / "sglang" / "__init__.py").write_text("")
     header = root / FENCED_HEADER
     header.parent.mkdir(parents=True)
     (root / "deep_gemm" / "__init__.py").write_text("")

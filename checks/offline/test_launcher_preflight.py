@@ -97,9 +97,12 @@ def test_refuses_a_hand_edit_of_one_patched_file_naming_it(tmp_path: Path, sglan
 def test_refuses_a_partly_reverted_tree_naming_the_files(tmp_path: Path, sglang_020: Path) -> None:
     root = small_site(tmp_path, sglang_020, SGLANG_SERIES)
     apply_patch(root, SGLANG_SERIES[-1], reverse=True)  # 0004 taken off after the manifest was written
-    routed, added = (f.problem for f in check_sglang(root / "sglang", RECIPE.engine_patches))
+    routed, *added = (f.problem for f in check_sglang(root / "sglang", RECIPE.engine_patches))
     assert routed.startswith(f"{root / 'sglang/srt/batch_invariant_ops/batch_invariant_ops.py'} differs")
-    assert added == f"{root / 'sglang/srt/batch_invariant_ops/small_m_route.py'} is missing"
+    assert added == [
+        f"{root / 'sglang/srt/batch_invariant_ops' / name} is missing"
+        for name in ("small_m_route.py", "small_m_tiles.py")
+    ]
 
 
 def test_refuses_a_manifest_of_another_series(tmp_path: Path, sglang_020: Path) -> None:
