@@ -23,6 +23,11 @@ let
     "transformers"
     "huggingface-hub"
     "httpx"
+    # nix/python-offline-tests.nix's list (nixpkgs' attribute names for these PyPI projects)
+    "gguf"
+    "numpy"
+    "tokenizers"
+    "nvidia-ml-py"
     "tomli"
     "tomli-w"
     "installer"
