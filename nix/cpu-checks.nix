@@ -3,9 +3,6 @@
 {
   pkgs,
   lib,
-  blib,
-  recipe,
-  recipePath,
   deep-gemm,
   sglangSrc,
   sglangPatches,
@@ -27,16 +24,6 @@ let
         fi
         echo "$count ${what} tests passed" | tee $out
       '';
-
-  serving = {
-    "--host" = "0.0.0.0";
-    "--port" = "30000";
-  };
-  # nix/lib's answer for every variant, for the launcher to agree with.
-  expectedLaunches = lib.genAttrs (blib.recipe.variantNames recipe) (name: {
-    argv = blib.recipe.command recipe name serving;
-    inherit (blib.recipe.launch recipe name) env;
-  });
 in
 {
   # nix/lib's unit tests, evaluated while this derivation is instantiated.
@@ -46,19 +33,6 @@ in
   nix-lib-weights-images = libTestsCheck "nix-lib-weights-images-tests" "weights/images nix/lib" (
     import ./lib/tests/weights-images.nix
   );
-
-  # The Python launcher computes the argv and env that nix/lib computes, for every variant.
-  launcher-agrees-with-nix-lib =
-    pkgs.runCommand "launcher-agrees-with-nix-lib"
-      {
-        nativeBuildInputs = [ pkgs.python3 ];
-        expected = builtins.toJSON expectedLaunches;
-        passAsFile = [ "expected" ];
-      }
-      ''
-        export HOME=$TMPDIR
-        PYTHONPATH=${../pkgs/server/src} python3 ${./checks/launcher_vs_lib.py} ${recipePath} "$expectedPath" | tee $out
-      '';
 
   # DeepGEMM's wheel with the fence: the patch applies with --fuzz=0 and the header holds the fence
   # (the package's own install check).

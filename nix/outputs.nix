@@ -103,13 +103,7 @@ let
   );
 
   cpuChecks = import ./cpu-checks.nix {
-    inherit
-      pkgs
-      lib
-      blib
-      recipe
-      recipePath
-      ;
+    inherit pkgs lib;
     deep-gemm = serverEnv.pythonSet.sgl-deep-gemm;
     sglangSrc =
       if missingForServer == [ ] then serverEnv.pythonSet.sglang.passthru.src else null;

@@ -1,5 +1,6 @@
-"""nix/lib (builtins only) evaluated with real Nix: recipe -> argv/env per variant, serving flags,
-pins -> fetch specs, and the one-line errors for absent pins and bad edits."""
+"""nix/lib (builtins only) evaluated with real Nix: pins -> fetch specs, committed Cargo locks, the patch
+series, and the one-line errors for absent pins. (What a recipe variant runs is the launcher's alone:
+checks/offline/test_launcher_variants.py.)"""
 
 from __future__ import annotations
 
@@ -56,90 +57,13 @@ def recipe_json() -> dict[str, Any]:
 def test_in_nix_unit_tests_pass() -> None:
     result = value(f"import {ROOT}/nix/lib/tests")
     assert result["failures"] == []
-    assert result["count"] >= 40
+    assert result["count"] > 0
 
 
-def test_recipe_variant_is_the_verbatim_argv_and_env() -> None:
-    launch = value('lib.recipe.launch r "recipe"')
-    assert launch["argv"] == recipe_json()["launch"]["argv"]
-    assert launch["argv"][:3] == ["python", "-m", "sglang.launch_server"]
-    assert launch["env"] == {"SGLANG_BATCH_INVARIANT_OPS_SMALL_M_TRITON": "16"}
-    assert launch["speculative"] is True
-
-
-def test_no_spec_removes_the_three_speculative_flags_with_their_values() -> None:
-    argv = value('(lib.recipe.launch r "no-spec").argv')
-    base = recipe_json()["launch"]["argv"]
-    removed = [
-        "--speculative-algorithm",
-        "DFLASH",
-        "--speculative-draft-model-path",
-        "incoai/Qwen3.8-27B-DFlash2",
-        "--speculative-num-draft-tokens",
-        "8",
-    ]
-    at = base.index(removed[0])
-    assert base[at : at + 6] == removed  # the recipe keeps the three flags together
-    assert argv == base[:at] + base[at + 6 :]
-    assert not any(item.startswith("--speculative") for item in argv)
-    assert value('(lib.recipe.launch r "no-spec").speculative') is False
-
-
-def test_forced_reject_only_adds_env() -> None:
-    launch = value('lib.recipe.launch r "forced-reject"')
-    assert launch["argv"] == recipe_json()["launch"]["argv"]
-    assert launch["env"] == {
-        "SGLANG_BATCH_INVARIANT_OPS_SMALL_M_TRITON": "16",
-        "SGLANG_SIMULATE_ACC_LEN": "1",
-        "SGLANG_SIMULATE_ACC_TOKEN_MODE": "real-draft-token",
-    }
-
-
-@pytest.mark.parametrize(
-    ("variant", "flag", "new"),
-    [
-        ("max-seqs-32", "--max-running-requests", "32"),
-        ("backend-flashinfer", "--attention-backend", "flashinfer"),
-    ],
-)
-def test_set_replaces_the_value_in_place(variant: str, flag: str, new: str) -> None:
-    argv = value(f'(lib.recipe.launch r "{variant}").argv')
-    base = recipe_json()["launch"]["argv"]
-    at = base.index(flag)
-    assert argv == base[: at + 1] + [new] + base[at + 2 :]
-
-
-def test_inflight_is_a_client_setting() -> None:
-    launch = value('lib.recipe.launch r "inflight-8"')
-    assert launch["client"] == {"inflight": 8}
-    assert launch["argv"] == recipe_json()["launch"]["argv"]
-
-
-def test_every_variant_of_the_recipe_evaluates() -> None:
-    names = value("lib.recipe.variantNames r")
-    assert sorted(names) == sorted(recipe_json()["variants"])
-    for name in names:
-        assert value(f'(lib.recipe.launch r "{name}").argv')[:3] == ["python", "-m", "sglang.launch_server"]
-
-
-def test_serving_flags_follow_the_argv_in_allowlist_order() -> None:
-    argv = value('lib.recipe.command r "no-spec" { "--port" = 30000; "--host" = "0.0.0.0"; }')
-    assert argv[-4:] == ["--host", "0.0.0.0", "--port", "30000"]
-    assert argv[:-4] == value('(lib.recipe.launch r "no-spec").argv')
-
-
-def test_errors_name_the_problem() -> None:
-    assert "no variant 'nope'" in error('lib.recipe.launch r "nope"')
-    assert "--tp-size not a serving flag (allowed: --host, --port)" in error(
-        'lib.recipe.command r "recipe" { "--tp-size" = 2; }'
-    )
-    toy = (
-        '{ name = "toy"; launch = { argv = [ "srv" "--a" "1" "--flag" ]; env = { }; servingFlags = [ ]; }; '
-        "variants = { "
-        'u.speculative = true; u.unset = [ "--nope" ]; s.speculative = true; s.set."--flag" = "x"; }; }'
-    )
-    assert "cannot unset --nope: it is not in the argv" in error(f'lib.recipe.launch {toy} "u"')
-    assert "cannot set --flag: it is in the argv without a value" in error(f'lib.recipe.launch {toy} "s"')
+def test_nix_reads_the_recipe_as_data_only() -> None:
+    """The recipe -> argv/env rule lives in the launcher alone; nix/lib only parses the file."""
+    assert value("builtins.attrNames lib.recipe") == ["load"]
+    assert value("r") == recipe_json()
 
 
 def test_github_pin_becomes_fetch_from_github_arguments() -> None:
@@ -221,29 +145,3 @@ def test_patch_series_is_every_patch_file_in_name_order() -> None:
     assert value(f"lib.patches.names {FIXTURES}/patches") == ["0001-a.patch", "0002-b.patch"]
     real = sorted(p.name for p in (ROOT / "patches" / "sglang").glob("*.patch"))
     assert value(f"lib.patches.names {ROOT}/patches/sglang") == real
-
-
-def test_python_launcher_agrees_with_nix_lib(tmp_path: Path) -> None:
-    """The same comparison the `launcher-agrees-with-nix-lib` flake check runs, here with Debian's Nix."""
-    expected = value(
-        "builtins.listToAttrs (map (name: { inherit name; value = { "
-        'argv = lib.recipe.command r name { "--host" = "0.0.0.0"; "--port" = "30000"; }; '
-        "env = (lib.recipe.launch r name).env; }; }) (lib.recipe.variantNames r))"
-    )
-    assert set(expected) == set(recipe_json()["variants"])
-    expected_file = tmp_path / "expected.json"
-    expected_file.write_text(json.dumps(expected))
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "nix" / "checks" / "launcher_vs_lib.py"),
-            str(RECIPE),
-            str(expected_file),
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "pkgs" / "server" / "src"), "HOME": str(tmp_path)},
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.count(": agree") == len(expected)

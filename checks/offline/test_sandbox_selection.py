@@ -116,15 +116,14 @@ def test_the_check_is_a_sandboxed_build_of_the_selection() -> None:
 
 
 def test_cpu_checks_holds_the_check() -> None:
-    """nix/cpu-checks.nix as nix/outputs.nix calls it (recording doubles for nixpkgs, the real nix/lib
-    and recipe) gives `python-offline-tests`, the derivation above."""
+    """nix/cpu-checks.nix as nix/outputs.nix calls it (recording doubles for nixpkgs) gives
+    `python-offline-tests`, the derivation above."""
     got = nix_eval(
         f"let d = {NIXPKGS_DOUBLES}; "
         'pkgs = d // { python3 = d.python3 // { withPackages = f: "/fake-store/python-env"; }; '
         'git = "/fake-store/git"; }; '
-        "blib = import ./nix/lib; recipePath = ./nix/recipes/qwen3.8-27b-exact.json; "
-        "checks = import ./nix/cpu-checks.nix { inherit pkgs blib recipePath; inherit (d) lib; "
-        "recipe = blib.recipe.load recipePath; deep-gemm = null; sglangSrc = null; sglangPatches = [ ]; }; "
+        "checks = import ./nix/cpu-checks.nix { inherit pkgs; inherit (d) lib; "
+        "deep-gemm = null; sglangSrc = null; sglangPatches = [ ]; }; "
         "c = checks.python-offline-tests; "
         f"in {{ names = builtins.attrNames checks; inherit (c) name script nativeBuildInputs; "
         f"src = toString {CHECK}.source; }}"

@@ -124,7 +124,7 @@ def test_nix_patches_apply_check_runs_the_writer(tmp_path: Path, release: Path) 
     copy_touched(release, source / "python")
     args = (
         "pkgs = d; lib = d.lib; "
-        "blib = null; recipe = null; recipePath = null; deep-gemm = null; "
+        "deep-gemm = null; "
         f'sglangSrc = {{ outPath = /. + {nix_str(str(source))}; rev = "test"; }}; '
         f"sglangPatches = (import ./nix/lib/patches.nix).series ./patches/sglang;"
     )
