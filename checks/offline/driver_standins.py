@@ -16,7 +16,7 @@ from pathlib import Path
 from gpuhost.nvml import CardIdentity
 
 SOURCES = Path(__file__).resolve().parent / "standins"
-DRIVER_VERSION = "580.159.04"  # the lent H200's (checks/bitexact/results/h200-2026-11-30/nvidia-smi.txt)
+DRIVER_VERSION = "580.159.04"  # the lent H200's (docs/evidence/bitexact-h200-2026-11-30/nvidia-smi.txt)
 # (source file, soname); each is installed as <soname stem>.so.<driver version> plus the soname link.
 LIBRARIES = (("libcuda.c", "libcuda.so.1"), ("libnvidia-ml.c", "libnvidia-ml.so.1"))
 # A companion the driver ships next to libcuda (libcuda dlopens it for PTX JIT); built from libcuda.c.
@@ -54,7 +54,7 @@ class Card:
 
 # The cards the tests use, with their PCI ids (pci.ids; NVIDIA's open-gpu-kernel-modules README table
 # for the subsystem ids) and the memory totals NVML reports for them (the H200's from the lent card,
-# checks/bitexact/results/h200-2026-11-30/remaining/nvidia-smi.txt; the others from public logs).
+# docs/evidence/bitexact-h200-2026-11-30/remaining/nvidia-smi.txt; the others from public logs).
 MAX_Q = Card(
     "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", 0x2BB410DE, 0x204C10DE, 97887, "12.0", 24064
 )

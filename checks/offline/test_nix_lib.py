@@ -5,10 +5,8 @@ checks/offline/test_launcher_variants.py.)"""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 

@@ -7,7 +7,8 @@ land in OUT/results.json and the reports and golden in OUT/reports.tar.gz after 
 that is cut short still returns what finished. The device returns only a few files from OUT, so the
 models, JSONL results and reports live in --work (outside OUT) and travel back in the archive.
 
-    python checks/bitexact/scripts/device_remaining.py OUT [--device cuda] [--budget-s S] [--small]
+    python docs/evidence/bitexact-h200-2026-11-30/scripts/device_remaining.py OUT
+        [--device cuda] [--budget-s S] [--small]
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Third H200 call (2026-11-30): `bitexact bench` on the larger random model (12 x 1536, vocab 32000) with
-# transformers on CUDA. Run from the repository root: `bash checks/bitexact/scripts/device_bench.sh`;
+# transformers on CUDA. Run from the repository root: `bash docs/evidence/bitexact-h200-2026-11-30/scripts/device_bench.sh`;
 # `DEV=cpu L1=64,256 N1=8 L2=512 N2=4` is the CPU dry run. Results land in $OUT (default /tmp/bx/out).
 set -o pipefail
-export PYTHONPATH=checks/bitexact/src:checks/bitexact/scripts PYTHONUNBUFFERED=1
+export PYTHONPATH=checks/bitexact/src:docs/evidence/bitexact-h200-2026-11-30/scripts PYTHONUNBUFFERED=1
 dev=${DEV:-cuda}
 out=${OUT:-/tmp/bx/out}
 mkdir -p "$out"

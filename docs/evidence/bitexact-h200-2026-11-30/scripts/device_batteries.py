@@ -4,7 +4,8 @@ Makes tiny and larger random Qwen3-architecture models (fixed seeds, no download
 verbs in this one process (one torch import) under a wall-clock budget, writing every summary to
 OUT/results.json as it goes and the reports to OUT/reports.tar.gz.
 
-    python checks/bitexact/scripts/device_batteries.py OUT [--device cuda] [--budget-s S] [--work DIR]
+    python docs/evidence/bitexact-h200-2026-11-30/scripts/device_batteries.py OUT
+        [--device cuda] [--budget-s S] [--work DIR]
 """
 
 from __future__ import annotations
