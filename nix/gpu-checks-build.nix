@@ -1,6 +1,6 @@
 # GPU flake checks and the record-golden app. Every check here asks for the `cuda` system feature
 # (as nixpkgs' GPU tests do); a builder without it refuses the derivation, so hosts without a GPU
-# build `cpu-checks` instead (README: how to offer the feature to the sandbox).
+# build `cpu-checks` instead (docs/gpu-checks.md: how to offer the feature to the sandbox).
 #
 # The batteries (which variant, against which reference, which bitexact commands) are data in
 # nix/lib/gpu-batteries.nix; this file starts servers and runs those commands. A battery passes only

@@ -198,7 +198,7 @@ def test_common_options_go_before_or_after_the_command(tmp_path: Path) -> None:
         assert (options.force, options.cache_dir, options.root) == (True, Path("c"), Path("r"))
     plain = _parser().parse_args(["weights"])
     assert (plain.force, plain.cache_dir, plain.root, plain.recipe) == (False, None, None, None)
-    # As README writes it: `nix run .#lock -- weights ... --cache-dir DIR`.
+    # As docs/lock.md writes it: `nix run .#lock -- weights ... --cache-dir DIR`.
     root = _checkout(tmp_path)
     snapshot = tmp_path / "hub" / "models--Org--Name" / "snapshots" / ("a" * 40)
     snapshot.mkdir(parents=True)

@@ -146,7 +146,7 @@ def test_output_shape_evaluates_offline_and_pins_check_is_present() -> None:
     assert ("sglang-patches-apply" in names) == ("narHash" in pins)
     packages = flake_eval(f"packages.{SYSTEM}")
     assert packages.returncode == 0, packages.stderr
-    # README's outputs, those of its weights/images and bitexact sections included.
+    # The outputs README and docs/nix.md name (checks/offline/test_readme_commands.py checks README's).
     assert {
         "server", "deep-gemm", "sglang", "server-env", "cpu-checks", "lock", "bitexact",
         "image", "image-dev", "image-layer-sizes", "weights", "seed-weights",

@@ -1,6 +1,6 @@
 """Command line: `bitexact parity|repeat|golden record|golden check|bench`.
 
-Exit codes (DESIGN.md): 0 everything compared equal (bench/record: the run finished); 1 something
+Exit codes (docs/bitexact.md): 0 everything compared equal (bench/record: the run finished); 1 something
 differs; 2 anything else (usage, engine failure, speculation that did not run, missing golden, crash);
 130 when interrupted (SIGINT), with what finished kept for the rerun."""
 
