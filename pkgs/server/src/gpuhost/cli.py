@@ -68,18 +68,31 @@ def run(command: Sequence[str]) -> int:
         return _fail(f"cannot run {command[0]}: {error.strerror}")
 
 
+def usage_problem(argv: Sequence[str]) -> str | None:
+    """What is wrong with a command line, or None when it is one of the forms above (the docs test checks
+    README's calls with it)."""
+    argv = list(argv)
+    if argv[:1] in (["-h"], ["--help"]):
+        return None
+    if argv[:1] == ["exec"]:
+        return None if argv[1:] else "exec needs a command"
+    rest = argv[1:] if argv[:1] == ["show"] else argv
+    if rest not in ([], ["--json"]):
+        return f"usage: {PROG} [show] [--json] | {PROG} exec CMD [ARG...]; got {' '.join(argv)}"
+    return None
+
+
 def main(args: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if args is None else args)
+    problem = usage_problem(argv)
+    if problem:
+        return _fail(problem)
     if argv[:1] in (["-h"], ["--help"]):
         print(__doc__)
         return 0
     if argv[:1] == ["exec"]:
         return run(argv[1:])
-    if argv[:1] == ["show"]:
-        argv = argv[1:]
-    if argv not in ([], ["--json"]):
-        return _fail(f"usage: {PROG} [show] [--json] | {PROG} exec CMD [ARG...]; got {' '.join(argv)}")
-    return show(argv == ["--json"])
+    return show(argv[-1:] == ["--json"])
 
 
 if __name__ == "__main__":
