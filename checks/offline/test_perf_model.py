@@ -179,3 +179,18 @@ def test_cli_estimate(capsys: pytest.CaptureFixture[str]) -> None:
     assert model_27b.main(["--estimate"]) == 0
     out = capsys.readouterr().out
     assert "speculative servers:" in out and "fits" in out and "DOES NOT FIT" not in out
+
+
+def test_a_shallower_fallback_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 11: if 64 layers do not start, deliver the largest shape that does: same layer geometry, fewer
+    layers, and SGLang picks the drafter's context layers."""
+    target, drafter = model_27b.target_config(layers=32), model_27b.drafter_config(layers=32)
+    assert target["layer_types"].count("full_attention") == 8 and drafter["num_target_layers"] == 32
+    assert "target_layer_ids" not in drafter["dflash_config"]
+    full = model_27b.drafter_params(model_27b.drafter_config())
+    assert model_27b.drafter_params(drafter) == full  # still 5 context features, one per draft layer
+    assert model_27b.main([str(tmp_path), "--layers", "32"]) == 0
+    assert '"num_hidden_layers": 32' in (tmp_path / "target" / "config.json").read_text()
+    with pytest.raises(SystemExit):
+        model_27b.main(["--estimate", "--layers", "30"])
+    assert "multiple of 4" in capsys.readouterr().err

@@ -2,7 +2,7 @@
 # Issue 11 on a GPU host with no network, after checks/e2e/h200.sh stash and build (docs/performance.md has
 # the whole call plan). State lives under $E2E_WORK (trees, deps) and $PERF_RESULTS (results, kept across
 # calls while the machine is held); each call packs what it finished into $OUT.
-#   bash checks/perf/h200.sh model                    write the 27B-shaped configs to .e2e/perf-27b
+#   bash checks/perf/h200.sh model [--layers N]       write the 27B-shaped configs to .e2e/perf-27b
 #   bash checks/perf/h200.sh measure SERVER [run.py measure options]
 #        SERVER: exact-spec, stock-spec or exact-no-spec (run.py measure --server; repeat it for several)
 set -uo pipefail
@@ -15,7 +15,7 @@ step=${1:?step: model or measure}
 shift
 case "$step" in
   model)
-    "$py" checks/perf/model_27b.py .e2e/perf-27b ;;
+    "$py" checks/perf/model_27b.py .e2e/perf-27b "$@" ;;
   measure)
     server=${1:?server: exact-spec, stock-spec or exact-no-spec}
     shift

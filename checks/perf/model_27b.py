@@ -112,14 +112,14 @@ def padded_tokenizer_json(vocab_size: int = VOCAB) -> dict[str, Any]:
     return spec
 
 
-def target_config(vocab_size: int = VOCAB) -> dict[str, Any]:
+def target_config(vocab_size: int = VOCAB, layers: int = LAYERS) -> dict[str, Any]:
     ids = tiny_model.token_ids(vocab_size)
     config = tiny_model.target_config(vocab_size, ids)
     config.update(
         hidden_size=HIDDEN,
         intermediate_size=INTERMEDIATE,
-        num_hidden_layers=LAYERS,
-        layer_types=layer_types(),
+        num_hidden_layers=layers,
+        layer_types=layer_types(layers),
         num_attention_heads=ATTN_HEADS,
         num_key_value_heads=KV_HEADS,
         head_dim=ATTN_HEAD_DIM,
@@ -133,10 +133,12 @@ def target_config(vocab_size: int = VOCAB) -> dict[str, Any]:
     return config
 
 
-def drafter_config(vocab_size: int = VOCAB) -> dict[str, Any]:
+def drafter_config(vocab_size: int = VOCAB, layers: int = LAYERS) -> dict[str, Any]:
     ids = tiny_model.token_ids(vocab_size)
     config = tiny_model.drafter_config(vocab_size, ids)
     dflash = dict(config["dflash_config"], block_size=BLOCK_SIZE, target_layer_ids=list(TARGET_LAYER_IDS))
+    if layers != LAYERS:  # a shallower fallback shape: SGLang picks the layers (build_target_layer_ids)
+        del dflash["target_layer_ids"]
     config.update(
         hidden_size=HIDDEN,
         intermediate_size=INTERMEDIATE,
@@ -146,7 +148,7 @@ def drafter_config(vocab_size: int = VOCAB) -> dict[str, Any]:
         head_dim=ATTN_HEAD_DIM,
         max_position_embeddings=MAX_POSITIONS,
         block_size=BLOCK_SIZE,
-        num_target_layers=LAYERS,
+        num_target_layers=layers,
         dflash_config=dflash,
     )
     return config
@@ -200,7 +202,8 @@ def drafter_params(cfg: dict[str, Any]) -> int:
     """The drafter's own tensors; its embedding and LM head are the target's."""
     h = cfg["hidden_size"]
     per_layer = _attention_params(cfg, gated=False) + _mlp_params(cfg) + 2 * h
-    features = len(cfg["dflash_config"]["target_layer_ids"])
+    # Without explicit ids SGLang picks one target layer per draft layer (build_target_layer_ids).
+    features = len(cfg["dflash_config"].get("target_layer_ids") or range(cfg["num_hidden_layers"]))
     return cfg["num_hidden_layers"] * per_layer + features * h * h + 2 * h  # + fc, hidden_norm, norm
 
 
@@ -334,8 +337,8 @@ def memory_text(m: Memory, label: str) -> str:
     )
 
 
-def write(out: Path) -> dict[str, Any]:
-    target, drafter = target_config(), drafter_config()
+def write(out: Path, layers: int = LAYERS) -> dict[str, Any]:
+    target, drafter = target_config(layers=layers), drafter_config(layers=layers)
     spec = padded_tokenizer_json()
     for name, config in (("target", target), ("drafter", drafter)):
         folder = out / name
@@ -345,6 +348,7 @@ def write(out: Path) -> dict[str, Any]:
         (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
     summary = {
         "out": str(out),
+        "layers": layers,
         "vocab_size": VOCAB,
         "memory": {
             "spec": asdict(memory(target, drafter, speculative=True)),
@@ -359,17 +363,28 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, nargs="?", help="folder for target/ and drafter/")
     parser.add_argument("--estimate", action="store_true", help="print the memory estimate only")
+    parser.add_argument(
+        "--layers",
+        type=int,
+        default=LAYERS,
+        help=f"decoder layers (default {LAYERS}); fewer only as the fallback when {LAYERS} do not start",
+    )
     args = parser.parse_args(argv)
     if not args.estimate and args.out is None:
         parser.error("give OUT_DIR, or --estimate")
+    if not 4 <= args.layers <= LAYERS or args.layers % FULL_ATTENTION_INTERVAL:
+        parser.error(
+            f"--layers {args.layers}: give a multiple of {FULL_ATTENTION_INTERVAL} from 4 to {LAYERS}"
+        )
+    target, drafter = target_config(layers=args.layers), drafter_config(layers=args.layers)
     for speculative, label in ((True, "speculative servers"), (False, "exact no-spec server")):
-        m = memory(speculative=speculative)
+        m = memory(target, drafter, speculative=speculative)
         print(memory_text(m, label))
         if not m.fits:
             print("model_27b: the estimate says this shape does not fit the H200", file=sys.stderr)
             return 1
     if args.out is not None:
-        write(args.out)
+        write(args.out, args.layers)
         print(f"wrote {args.out / 'target'} and {args.out / 'drafter'} (config and tokenizer, no weights)")
     return 0
 
