@@ -10,6 +10,7 @@ that many forward steps and writes `<prefix>-<profile_id>-TP-0.trace.json.gz` in
 from __future__ import annotations
 
 import argparse
+import ast
 import gzip
 import json
 import sys
@@ -349,3 +350,53 @@ def test_measure_skips_finished_servers_and_stops_before_running_out_of_time(
     assert run.main(tagged) == run.OUT_OF_TIME  # a further bench is new work (and here too little time)
     argv[-1] = "exact-no-spec"
     assert run.main([*argv, "--deadline-s", "100"]) == run.OUT_OF_TIME and started == []
+
+
+def _function(source: str, name: str) -> str:
+    tree = ast.parse(source)
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
+    return ast.get_source_segment(source, node) or ""
+
+
+def test_the_sglang_facts_the_runner_relies_on() -> None:
+    """Read in the released sglang 0.5.20 wheel: what the runner sends and what it expects back."""
+    from released_wheels import unpacked_wheel
+
+    srt = unpacked_wheel("sglang", "0.5.20") / "sglang" / "srt"
+    # SGLANG_SIMULATE_ACC_LEN: a float, off below 0; match-expected gives an integer length exactly.
+    assert "SGLANG_SIMULATE_ACC_LEN = EnvFloat(-1)" in (srt / "environ.py").read_text()
+    spec_utils = (srt / "speculative" / "spec_utils.py").read_text()
+    space: dict[str, Any] = {"torch": __import__("torch")}
+    exec(_function(spec_utils, "sample_simulated_acc_len"), space)
+    assert {space["sample_simulated_acc_len"](5.0, "match-expected", 8) for _ in range(50)} == {5}
+    worker = (srt / "speculative" / "dflash_worker_v2.py").read_text()
+    assert "if SIMULATE_ACC_LEN > 0:" in worker and "apply_dflash_simulated_acceptance(" in worker
+    # The drafter's context layers for 64 target layers and 5 draft layers.
+    utils = (srt / "speculative" / "dflash_utils.py").read_text()
+    space = {"List": list}
+    exec(_function(utils, "build_target_layer_ids"), space)
+    assert space["build_target_layer_ids"](64, 5) == [1, 16, 31, 46, 61]
+    # Step spans, profiling request fields, trace file name, endpoints.
+    profile_utils = (srt / "utils" / "profile_utils.py").read_text()
+    assert 'stage = "VERIFY"' in profile_utils and 'stage = "DRAFT"' in profile_utils
+    assert 'base = f"step[{stage} bs={bs}"' in profile_utils
+    io_struct = (srt / "managers" / "io_struct.py").read_text()
+    fields = io_struct[io_struct.index("class ProfileReq(") :][:1500]
+    for field in (
+        "output_dir",
+        "num_steps",
+        "activities",
+        "with_stack",
+        "record_shapes",
+        "profile_id",
+        "profile_prefix",
+    ):
+        assert f"    {field}: " in fields, field
+    manager = (srt / "managers" / "scheduler_components" / "profiler_manager.py").read_text()
+    assert (
+        '+ ".trace.json.gz"' in manager
+        and 'filename_parts = [self.profile_id, f"TP-{self.ps.tp_rank}"]' in manager
+    )
+    server = (srt / "entrypoints" / "http_server.py").read_text()
+    for route in ('"/start_profile"', '"/stop_profile"', '"/abort_request"', '"/health_generate"'):
+        assert route in server, route

@@ -16,10 +16,11 @@ Qwen3.8-27B's config is not published; every number below says where it comes fr
   positions (the recipe's `--context-length`).
 - Drafter (its real config is not published either): hidden 5120 (it must equal the target's: the
   drafter reads the target's hidden states and borrows its embedding and LM head), 5 layers (z-lab's
-  DFLASH drafters are 5-layer Qwen3 stacks, e.g. the Qwen3.5-9B-DFlash card), attention and MLP of the
-  target's full-attention layer geometry (as checks/e2e/tiny_model.py does for its drafter), block 8 (the
-  recipe's `--speculative-num-draft-tokens 8`), context features from target layers 1, 16, 31, 46, 61
-  (what SGLang 0.5.20's `dflash_utils.build_target_layer_ids(64, 5)` picks when none are given).
+  DFLASH drafters are 5-layer Qwen3 stacks: the card of guglxni/Qwen3.5-9B-abliterated-DFlash, a
+  fine-tune of z-lab/Qwen3.5-9B-DFlash), attention and MLP of the target's full-attention layer geometry
+  (as checks/e2e/tiny_model.py does for its drafter), block 8 (the recipe's
+  `--speculative-num-draft-tokens 8`), context features from target layers 1, 16, 31, 46, 61 (what
+  SGLang 0.5.20's `dflash_utils.build_target_layer_ids(64, 5)` picks when none are given).
 
 Everything that is not geometry (class names, rope parameters, norms, special tokens, DFLASH keys) is
 checks/e2e/tiny_model.py's, reused by import. The tokenizer is tiny_model's byte-level BPE, padded to the
