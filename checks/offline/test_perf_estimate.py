@@ -59,7 +59,7 @@ def test_card_figures_are_the_cited_ones() -> None:
     kernels = (REPO / "docs" / "kernels.md").read_text()
     cards = (REPO / "docs" / "cards.md").read_text()
     assert "device-to-device copy 4255 GB/s" in kernels and te.H200.bandwidth_gbs == 4255.0
-    assert "| H200 (132 SMs) |" in kernels and te.H200.sm_count == 132
+    assert "| h200 | 0x2335 | NVIDIA H200 | 141 | 9.0 | 132 |" in cards and te.H200.sm_count == 132
     assert "188 SMs" in cards and te.RTX_PRO_6000_MAX_Q.sm_count == 188
     assert te.RTX_PRO_6000_MAX_Q.bandwidth_gbs == 512 / 8 * 28  # 512-bit GDDR7 at 28 Gbps
     assert te.factor("bandwidth", te.H200, te.RTX_PRO_6000_MAX_Q) == pytest.approx(2.374, abs=1e-3)

@@ -11,25 +11,26 @@ The H200 cannot run the recipe's card, so issue 11 asks for an estimate, labelle
    batch-invariant persistent Triton kernel (DeepGEMM is off there, and the small-M route is sm120-only),
    which is not the target card's path. There, exact GEMMs with M <= 16 take the small-M route. So the
    exact GEMM time on the target is modelled as the stock GEMM time times `route_over_cublas`, the route's
-   time relative to cuBLAS; on the H200 the route ran within 0.95x to 1.06x of cuBLAS's time on the three
-   shapes of 63 MB and more, and 1.45x to 1.6x on the launch-bound (96, 5120) (docs/kernels.md, "Small-M
-   route: GPU time"), hence the default 1.0. With `route_over_cublas=None` the H200's own exact GEMM time
-   is kept instead (an upper bound, reported separately).
+   time relative to cuBLAS, 1.0 by default: on the H200 the shipped route (its rule fitted to the H200
+   sweep) took 0.947x to 1.015x of cuBLAS's time on the nine shapes of at least 2 x L2 (docs/kernels.md,
+   "Results on the H200"; the first route: 0.95x to 1.06x on the shapes of 63 MB and more, 1.45x to 1.6x
+   on the launch-bound (96, 5120), "Small-M route: GPU time"). With `route_over_cublas=None` the H200's
+   own exact GEMM time is kept instead (an upper bound, reported separately).
 
 Because a component's exact and stock times get the same factor, its ratio is the H200's (GEMM aside);
 what the model moves is the weight of each component in the total. `estimate` also returns the total ratio
 with one factor for everything (no reweighting), so the spread between the two shows how much the
 bandwidth/SM assignment matters.
 
-Card figures (each cited): H200, 132 SMs (docs/kernels.md, small-M rule table) and 4255 GB/s, an eager
-4 GiB device-to-device copy measured on the lent card (docs/kernels.md); the recipe's card, RTX PRO 6000
+Card figures (each cited): H200, 132 SMs (docs/cards.md, as the lent card reported it) and 4255 GB/s, an
+eager 4 GiB device-to-device copy measured on the lent card (docs/kernels.md); the recipe's card, RTX PRO 6000
 Blackwell Max-Q Workstation Edition, 188 SMs (docs/cards.md sources) and 1792 GB/s, 512-bit GDDR7 at
 28 Gbps, the same memory on all three RTX PRO 6000 variants (NVIDIA's launch figures as GTC 2025 coverage
 reports them: gpu.name/VideoCardz "Memory Bus: 512-bit, Memory Bandwidth: 1,792 GB/s"; overclockers.ru
-"188 SM ... 512-bit ... 1792 GB/s"; NVIDIA's datasheet itself was not reachable from here, docs/performance.md
-lists the pages). One is a measured copy, the other a datasheet peak: the
-model inherits that mismatch (with the H200's datasheet 4.8 TB/s the bandwidth factor would be 2.68
-instead of 2.37; it cancels in every per-component ratio and only moves the reweighting).
+"188 SM ... 512-bit ... 1792 GB/s"; NVIDIA's datasheet itself was not reachable from here,
+docs/performance.md lists the pages). One is a measured copy, the other a datasheet peak: the model
+inherits that mismatch (with the H200's datasheet 4.8 TB/s the bandwidth factor would be 2.68 instead of
+2.37; it cancels in every per-component ratio and only moves the reweighting).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ H200 = Card(
     "NVIDIA H200 (lent)",
     132,
     4255.0,
-    "132 SMs; 4255 GB/s: eager device-to-device copy, read + write, measured (both docs/kernels.md)",
+    "132 SMs (docs/cards.md); 4255 GB/s: eager device-to-device copy, read + write (docs/kernels.md)",
 )
 RTX_PRO_6000_MAX_Q = Card(
     "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
