@@ -358,6 +358,7 @@ def _function(source: str, name: str) -> str:
     return ast.get_source_segment(source, node) or ""
 
 
+@pytest.mark.network  # the released wheel, downloaded on first use
 def test_the_sglang_facts_the_runner_relies_on() -> None:
     """Read in the released sglang 0.5.20 wheel: what the runner sends and what it expects back."""
     from released_wheels import unpacked_wheel
