@@ -50,11 +50,11 @@ def python_path(work: Path, tree: str) -> str:
     return os.pathsep.join(str(p) for p in parts)
 
 
-def base_env(work: Path, tree: str) -> dict[str, str]:
+def base_env(work: Path, tree: str, recipe: Path = RECIPE) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = python_path(work, tree)
     env["PYTHONUNBUFFERED"] = "1"
-    env.setdefault("BITEXACT_RECIPE", str(RECIPE))
+    env.setdefault("BITEXACT_RECIPE", str(recipe))
     # The one setting beside the recipe's: sglang-kernel here is 0.4.5 (the host's torch 2.11 cannot load
     # 0.4.7), and SGLang 0.5.20 refuses a kernel below 0.4.7 unless told to skip its version check.
     env["SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK"] = "1"
@@ -66,18 +66,20 @@ def base_env(work: Path, tree: str) -> dict[str, str]:
     return env
 
 
-def launcher(variant: str, extra: list[str]) -> list[str]:
-    return [sys.executable, "-m", "exactlaunch.cli", "--recipe", str(RECIPE), "--variant", variant, *extra]
+def launcher(variant: str, extra: list[str], recipe: Path = RECIPE) -> list[str]:
+    return [sys.executable, "-m", "exactlaunch.cli", "--recipe", str(recipe), "--variant", variant, *extra]
 
 
-def server_command(work: Path, tree: str, variant: str, port: int) -> tuple[list[str], dict[str, str]]:
+def server_command(
+    work: Path, tree: str, variant: str, port: int, recipe: Path = RECIPE
+) -> tuple[list[str], dict[str, str]]:
     """(argv, env) of the server: the launcher for the patched tree; its printed argv for the stock one."""
-    env = base_env(work, tree)
+    env = base_env(work, tree, recipe)
     serving = ["--host", "127.0.0.1", "--port", str(port)]
     if tree != "stock":
-        return launcher(variant, serving), env
+        return launcher(variant, serving, recipe), env
     printed = subprocess.run(
-        launcher(variant, [*serving, "--print"]), env=env, capture_output=True, text=True, check=True
+        launcher(variant, [*serving, "--print"], recipe), env=env, capture_output=True, text=True, check=True
     )
     plan = json.loads(printed.stdout)
     env.update(plan["env"])
@@ -87,9 +89,11 @@ def server_command(work: Path, tree: str, variant: str, port: int) -> tuple[list
 class Server:
     """One server process (its own process group), its log, and readiness through /health_generate."""
 
-    def __init__(self, work: Path, tree: str, variant: str, port: int, log_path: Path) -> None:
+    def __init__(
+        self, work: Path, tree: str, variant: str, port: int, log_path: Path, recipe: Path = RECIPE
+    ) -> None:
         self.variant, self.port, self.log_path = variant, port, log_path
-        argv, env = server_command(work, tree, variant, port)
+        argv, env = server_command(work, tree, variant, port, recipe)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log_file = log_path.open("w")
         self.log_file.write("+ " + " ".join(argv) + "\n")

@@ -28,6 +28,7 @@ let
     "numpy"
     "tokenizers"
     "nvidia-ml-py"
+    "safetensors"
     "tomli"
     "tomli-w"
     "installer"

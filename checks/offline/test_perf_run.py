@@ -1,0 +1,403 @@
+"""Issue 11's runner: the perf recipe differs from the recipe only in the model paths and
+`--load-format dummy`; the launcher turns its variants into the three servers; checks/perf/run.py checks
+the server's account of speculation, drives SGLang's profiling endpoints, packs results within the device
+tool's limits and builds the tables. No SGLang server can run here (no GPU): the profiling flow runs
+against a stand-in written from SGLang 0.5.20's `srt/entrypoints/http_server.py` (`/generate` streaming
+`data: {...}` lines ending `data: [DONE]`, `/start_profile`, `/stop_profile`, `/abort_request`) and
+`srt/managers/scheduler_components/profiler_manager.py` (with `num_steps` the profiler stops itself after
+that many forward steps and writes `<prefix>-<profile_id>-TP-0.trace.json.gz` into `output_dir`)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import gzip
+import json
+import sys
+import tarfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import perf_traces
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
+PERF = REPO / "nix" / "recipes" / "perf-27b-shape.json"
+sys.path.insert(0, str(REPO / "checks" / "perf"))
+import run  # noqa: E402
+from exactlaunch.cli import plan  # noqa: E402
+from exactlaunch.recipe import load_recipe  # noqa: E402
+
+ADDED_VARIANTS = {"perf-exact-spec", "perf-stock-spec"}
+
+
+def test_the_perf_recipe_changes_only_the_model_paths_and_the_load_format() -> None:
+    recipe, perf = json.loads(RECIPE.read_text()), json.loads(PERF.read_text())
+    argv, perf_argv = recipe["launch"]["argv"], perf["launch"]["argv"]
+    assert perf_argv[-2:] == ["--load-format", "dummy"]
+    changed = [i for i, (a, b) in enumerate(zip(argv, perf_argv[:-2], strict=True)) if a != b]
+    assert [argv[i - 1] for i in changed] == ["--model-path", "--speculative-draft-model-path"]
+    assert [perf_argv[i] for i in changed] == [perf["model"]["path"], perf["drafter"]["path"]]
+    assert perf["launch"]["env"] == recipe["launch"]["env"]
+    assert perf["launch"]["servingFlags"] == recipe["launch"]["servingFlags"]
+    for key in ("engine", "deepGemm", "sampling", "reference", "schema"):
+        assert perf[key] == recipe[key], key
+    assert {k: v for k, v in perf["variants"].items() if k not in ADDED_VARIANTS} == recipe["variants"]
+    assert set(perf["variants"]) - set(recipe["variants"]) == ADDED_VARIANTS
+    assert perf["model"]["path"] == ".e2e/perf-27b/target"  # where checks/perf/h200.sh model writes it
+    assert "checks/perf/model_27b.py .e2e/perf-27b" in (REPO / "checks" / "perf" / "h200.sh").read_text()
+
+
+def test_the_three_servers_from_the_launcher() -> None:
+    recipe = load_recipe(PERF)
+    serving = {"--host": "127.0.0.1", "--port": "30000"}
+    launches = {name: plan(recipe, s.variant, serving, {}, "python3") for name, s in run.SERVERS.items()}
+    exact, stock, plain = launches["exact-spec"], launches["stock-spec"], launches["exact-no-spec"]
+    assert exact.exact and not stock.exact and plain.exact
+    assert [a for a in exact.argv if a != "--enable-deterministic-inference"] == stock.argv
+    assert exact.argv[3:-4] == list(recipe.argv[3:])  # the recipe's argv, then --host/--port
+    assert "--speculative-algorithm" not in plain.argv and "--load-format" in plain.argv
+    for launch in (exact, stock):
+        assert launch.env.decided["SGLANG_SIMULATE_ACC_LEN"] == "5"
+        assert launch.env.decided["SGLANG_SIMULATE_ACC_TOKEN_MODE"] == "real-draft-token"
+    assert "SGLANG_SIMULATE_ACC_LEN" not in plain.env.decided
+    assert [run.accept_len(s) for s in run.SERVERS.values()] == [5.0, 5.0, None]
+    assert {s.tree for s in run.SERVERS.values()} == {"patched", "stock"}
+    assert run.SERVERS["stock-spec"].tree == "stock" and run.SERVERS["exact-spec"].tree == "patched"
+
+
+def test_server_commands_through_the_e2e_runner(tmp_path: Path) -> None:
+    """checks/e2e/batteries.py with the perf recipe: the launcher for the patched tree, the launcher's printed
+    argv and env for the stock tree (run for real: `exactlaunch.cli --print`), plus the host settings."""
+    argv, env = run.batteries.server_command(tmp_path, "patched", "perf-exact-spec", 30001, run.RECIPE)
+    assert argv[1:] == [
+        "-m", "exactlaunch.cli", "--recipe", str(PERF), "--variant", "perf-exact-spec",
+        "--host", "127.0.0.1", "--port", "30001",
+    ]  # fmt: skip
+    argv, env = run.batteries.server_command(tmp_path, "stock", "perf-stock-spec", 30001, run.RECIPE)
+    assert "--enable-deterministic-inference" not in argv and argv[-6:] == [
+        "--load-format", "dummy", "--host", "127.0.0.1", "--port", "30001",
+    ]  # fmt: skip
+    assert env["SGLANG_SIMULATE_ACC_LEN"] == "5" and env["SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK"] == "1"
+    assert env["SGLANG_ENABLE_JIT_DEEPGEMM"] == "0" and env["PYTHONPATH"].startswith(str(tmp_path / "stock"))
+
+
+def test_meta_info_must_show_the_stated_speculation() -> None:
+    spec, plain = run.SERVERS["exact-spec"], run.SERVERS["exact-no-spec"]
+    simulated = {"completion_tokens": 128, "spec_accept_length": 5.0, "spec_verify_ct": 26}
+    assert run.check_meta(spec, simulated)["ok"]
+    real = {"completion_tokens": 128, "spec_accept_length": 1.02, "spec_verify_ct": 125}  # not simulated
+    assert not run.check_meta(spec, real)["ok"]
+    assert "speculation did not run" in run.check_meta(spec, {"completion_tokens": 128})["check"]
+    assert run.check_meta(plain, {"completion_tokens": 128})["ok"]
+    assert not run.check_meta(plain, simulated)["ok"]
+
+
+def test_a_bare_machine_is_named_with_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(run.RunError, match=r"h200\.sh stash"):
+        run.check_ready(tmp_path)
+
+
+class StandIn:
+    """SGLang's streaming /generate and profiling endpoints, in their 0.5.20 shapes (module docstring)."""
+
+    def __init__(self, trace: dict[str, Any], step_s: float = 0.01) -> None:
+        self.trace, self.step_s = trace, step_s
+        self.calls: list[tuple[str, Any]] = []
+        self.aborted = threading.Event()
+        self.profile: dict[str, Any] | None = None
+        self.steps = 0
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                stand_in.calls.append((self.path, body))
+                if self.path == "/generate":
+                    return self._stream(body)
+                if self.path == "/start_profile":
+                    stand_in.profile = dict(body, started_at=stand_in.steps)
+                    return self._text("Start profiling.\n")
+                if self.path == "/stop_profile":
+                    stand_in.write_trace()
+                    return self._text("Stop profiling. This will take some time.\n")
+                if self.path == "/abort_request":
+                    stand_in.aborted.set()
+                    return self._text("")
+                self.send_error(404)
+
+            def _text(self, text: str) -> None:
+                data = text.encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _stream(self, body: dict[str, Any]) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                out: list[int] = []
+                for _ in range(body["sampling_params"]["max_new_tokens"]):
+                    if stand_in.aborted.is_set():
+                        break
+                    time.sleep(stand_in.step_s)
+                    stand_in.step()
+                    out.append(7)
+                    chunk = {"text": "", "output_ids": out, "meta_info": {"completion_tokens": len(out)}}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def step(self) -> None:
+        self.steps += 1
+        p = self.profile
+        if p and not p.get("written") and self.steps >= p["started_at"] + int(p["num_steps"]) + 1:
+            self.write_trace()
+
+    def write_trace(self) -> None:
+        p = self.profile
+        if not p or p.get("written"):
+            return
+        p["written"] = True
+        path = Path(p["output_dir"]) / f"{p['profile_prefix']}-{p['profile_id']}-TP-0.trace.json.gz"
+        with gzip.open(path, "wt") as f:
+            json.dump(self.trace, f)
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+@pytest.fixture()
+def spec_trace(tmp_path: Path) -> dict[str, Any]:
+    kinds = [k for k, _ in perf_traces.SPEC_ITERATION if k]
+    return perf_traces.add_gpu(
+        perf_traces.cpu_trace(tmp_path / "cpu.json", 4, kinds), perf_traces.SPEC_ITERATION
+    )
+
+
+def _args(tmp_path: Path, **extra: Any) -> argparse.Namespace:
+    values = dict(
+        work=tmp_path,
+        results=tmp_path / "results",
+        profile_prompt=300,
+        profile_steps=3,
+        out=None,
+        server=["exact-spec"],
+    )
+    values.update(extra)
+    return argparse.Namespace(**values)
+
+
+def test_profile_drives_sglangs_endpoints(tmp_path: Path, spec_trace: dict[str, Any]) -> None:
+    stand_in = StandIn(spec_trace)
+    try:
+        out = tmp_path / "results" / "exact-spec"
+        trace = run.profile(run.SERVERS["exact-spec"], _args(tmp_path), out, stand_in.port)
+    finally:
+        stand_in.close()
+    assert trace.name == "perf-exact-spec-TP-0.trace.json.gz" and trace.parent == (out / "profile").resolve()
+    paths = [path for path, _ in stand_in.calls]
+    assert paths[0] == "/generate" and paths[-1] == "/abort_request" and "/stop_profile" not in paths
+    start = dict(stand_in.calls)["/start_profile"]
+    assert start["activities"] == ["CPU", "GPU"] and start["num_steps"] == 3
+    assert start["with_stack"] is False and start["record_shapes"] is False
+    assert len(dict(stand_in.calls)["/generate"]["input_ids"]) == 300
+    assert stand_in.profile and stand_in.profile["started_at"] >= 8  # after decode is under way
+    assert run.breakdown.analyse(run.breakdown.load_events(trace))["cycles"] == 3
+
+
+def test_profile_stops_the_profiler_when_the_request_ends_first(
+    tmp_path: Path, spec_trace: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stand_in = StandIn(spec_trace)
+    monkeypatch.setattr(run, "PROFILE_TOKENS", 12)  # the request ends before the 50 profiled steps
+    monkeypatch.setattr(run, "PROFILE_WAIT_S", 3.0)
+    try:
+        trace = run.profile(
+            run.SERVERS["exact-spec"], _args(tmp_path, profile_steps=50), tmp_path / "r" / "x", stand_in.port
+        )
+    finally:
+        stand_in.close()
+    assert "/stop_profile" in [path for path, _ in stand_in.calls] and trace.exists()
+
+
+def _results(tmp_path: Path, spec_trace: dict[str, Any]) -> Path:
+    from breakdown import analyse
+
+    results = tmp_path / "results"
+    stock_iteration = [
+        (
+            k,
+            [
+                ("nvjet_tst_128x24_64x11_2x1_v_bz_TNT" if n == "matmul_kernel_persistent" else n, d / 4)
+                for n, d in ks
+            ],
+        )
+        for k, ks in perf_traces.SPEC_ITERATION
+    ]
+    kinds = [k for k, _ in perf_traces.SPEC_ITERATION if k]
+    stock_trace = perf_traces.add_gpu(perf_traces.cpu_trace(tmp_path / "c2.json", 4, kinds), stock_iteration)
+    for name, trace in (("exact-spec", spec_trace), ("stock-spec", stock_trace)):
+        folder = results / name
+        (folder / "profile").mkdir(parents=True)
+        with gzip.open(folder / "profile" / f"perf-{name}-TP-0.trace.json.gz", "wt") as f:
+            json.dump(trace, f)
+        (folder / "breakdown.json").write_text(json.dumps(analyse(trace["traceEvents"], source=name)))
+        rows = [
+            {"prompt_tokens": n, "new_tokens": 128, "runs": 1, "ttft_s": 0.1 * i, "decode_tps": 50.0 - i}
+            for i, n in enumerate((640, 2200, 32768))
+        ]
+        (folder / "bench.json").write_text(json.dumps({"verb": "bench", "rows": rows}))
+        meta = {"spec_accept_length": 5.0, "spec_verify_ct": 26}
+        (folder / "meta.json").write_text(json.dumps(run.check_meta(run.SERVERS[name], meta)))
+        (folder / "run.json").write_text(json.dumps({"server": name, "ready_s": 100.0}))
+        (folder / "server.log").write_text("log\n")
+    return results
+
+
+def test_bench_runs_bitexact_against_an_sglang_shaped_server(tmp_path: Path) -> None:
+    """The bench stage's command line, run for real by bitexact against bitexact's own SGLang stand-in
+    (checks/bitexact/tests/bx_fake_servers.py, a tiny transformers model behind SGLang's HTTP shapes)."""
+    sys.path.insert(0, str(REPO / "checks" / "bitexact" / "tests"))
+    from bx_fake_servers import Backend, FakeServer
+    from bx_tiny_models import make_model
+
+    model = make_model(tmp_path / "tiny", layers=1, hidden=32, seed=0)
+    args = _args(tmp_path, lengths="40,60", new_tokens=4, warmup=0, tokenizer="bytes")
+    out = tmp_path / "results" / "stock-spec"
+    out.mkdir(parents=True)
+    with FakeServer(Backend(model)) as server:
+        summary = run.bench(run.SERVERS["stock-spec"], args, out, server.port, remaining=120)
+    assert [r["prompt_tokens"] for r in summary["rows"]] == [40, 60]
+    assert all(r["new_tokens"] == 4 and r["decode_tps"] > 0 for r in summary["rows"])
+    assert list((out / "bench").glob("bench-*.jsonl"))  # bitexact's resumable timings
+
+
+def test_pack_stays_within_the_device_tools_limits(tmp_path: Path, spec_trace: dict[str, Any]) -> None:
+    results = _results(tmp_path, spec_trace)
+    out = tmp_path / "OUT"
+    written = run.pack(results, out, list(run.SERVERS))
+    assert sorted(p.name for p in written) == [
+        "exact-spec.trace.json.gz",
+        "perf-exact-spec.tar.gz",
+        "perf-exact-spec.txt",
+        "perf-stock-spec.tar.gz",
+        "perf-stock-spec.txt",
+        "stock-spec.trace.json.gz",
+    ]
+    assert all(p.parent == out for p in written) and len(written) <= 8
+    with tarfile.open(out / "perf-exact-spec.tar.gz") as tar:
+        names = tar.getnames()
+    assert "exact-spec/bench.json" in names and not [n for n in names if "profile" in n]
+    assert "accept length 5.0 over 26 verify steps" in (out / "perf-exact-spec.txt").read_text()
+    limit = run.MAX_TRACE_BYTES
+    try:
+        run.MAX_TRACE_BYTES = 10  # a trace over the limit is left behind, not sent
+        assert not [p for p in run.pack(results, tmp_path / "OUT2", ["exact-spec"]) if "trace" in p.name]
+    finally:
+        run.MAX_TRACE_BYTES = limit
+
+
+def test_summarize_builds_the_tables_and_the_labelled_estimate(
+    tmp_path: Path, spec_trace: dict[str, Any]
+) -> None:
+    results = _results(tmp_path, spec_trace)
+    long = {
+        "rows": [{"prompt_tokens": 131072, "new_tokens": 128, "runs": 1, "ttft_s": 9.0, "decode_tps": 20.0}]
+    }
+    (results / "exact-spec" / "bench-128k.json").write_text(json.dumps(long))
+    text = run.summarize(results)
+    assert "| 131072 | 20.0 | 9.00 | - | - |" in text
+    assert "| 640 | 50.0 | 0.00 | 50.0 | 0.00 |" in text
+    assert "| 32768 | 48.0 | 0.20 | 48.0 | 0.20 |" in text
+    assert "Tokens per cycle: 5 (simulated accept length)" in text
+    assert text.count("**A model, not a measurement**") == 2  # small-M route assumed, and H200 GEMMs kept
+    assert "| gemm | 430.0 | 107.5 | 4.00 | bandwidth |" in text
+    with pytest.raises(run.RunError, match="no server folders"):
+        run.summarize(tmp_path / "empty")
+
+
+def test_measure_skips_finished_servers_and_stops_before_running_out_of_time(
+    tmp_path: Path, spec_trace: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results = _results(tmp_path, spec_trace)
+    for tree in ("patched/sglang", "stock/sglang", "deps"):
+        (tmp_path / tree).mkdir(parents=True)
+    (tmp_path / "deps" / ".complete").write_text("")
+    models = tmp_path / "models"
+    for sub in ("target", "drafter"):
+        (models / sub).mkdir(parents=True)
+        (models / sub / "config.json").write_text("{}")
+    monkeypatch.setattr(run, "model_dirs", lambda: (models / "target", models / "drafter"))
+    started: list[str] = []
+    monkeypatch.setattr(run.batteries, "Server", lambda *a, **k: started.append(a[2]))
+    argv = ["measure", "--work", str(tmp_path), "--results", str(results), "--server", "exact-spec"]
+    assert run.main(argv) == 0 and started == []  # finished: not started again
+    tagged = [*argv, "--bench-tag", "128k", "--lengths", "131072", "--no-profile", "--deadline-s", "100"]
+    assert run.main(tagged) == run.OUT_OF_TIME  # a further bench is new work (and here too little time)
+    argv[-1] = "exact-no-spec"
+    assert run.main([*argv, "--deadline-s", "100"]) == run.OUT_OF_TIME and started == []
+
+
+def _function(source: str, name: str) -> str:
+    tree = ast.parse(source)
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
+    return ast.get_source_segment(source, node) or ""
+
+
+@pytest.mark.network  # the released wheel, downloaded on first use
+def test_the_sglang_facts_the_runner_relies_on() -> None:
+    """Read in the released sglang 0.5.20 wheel: what the runner sends and what it expects back."""
+    from released_wheels import unpacked_wheel
+
+    srt = unpacked_wheel("sglang", "0.5.20") / "sglang" / "srt"
+    # SGLANG_SIMULATE_ACC_LEN: a float, off below 0; match-expected gives an integer length exactly.
+    assert "SGLANG_SIMULATE_ACC_LEN = EnvFloat(-1)" in (srt / "environ.py").read_text()
+    spec_utils = (srt / "speculative" / "spec_utils.py").read_text()
+    space: dict[str, Any] = {"torch": __import__("torch")}
+    exec(_function(spec_utils, "sample_simulated_acc_len"), space)
+    assert {space["sample_simulated_acc_len"](5.0, "match-expected", 8) for _ in range(50)} == {5}
+    worker = (srt / "speculative" / "dflash_worker_v2.py").read_text()
+    assert "if SIMULATE_ACC_LEN > 0:" in worker and "apply_dflash_simulated_acceptance(" in worker
+    # The drafter's context layers for 64 target layers and 5 draft layers.
+    utils = (srt / "speculative" / "dflash_utils.py").read_text()
+    space = {"List": list}
+    exec(_function(utils, "build_target_layer_ids"), space)
+    assert space["build_target_layer_ids"](64, 5) == [1, 16, 31, 46, 61]
+    # Step spans, profiling request fields, trace file name, endpoints.
+    profile_utils = (srt / "utils" / "profile_utils.py").read_text()
+    assert 'stage = "VERIFY"' in profile_utils and 'stage = "DRAFT"' in profile_utils
+    assert 'base = f"step[{stage} bs={bs}"' in profile_utils
+    io_struct = (srt / "managers" / "io_struct.py").read_text()
+    fields = io_struct[io_struct.index("class ProfileReq(") :][:1500]
+    for field in (
+        "output_dir",
+        "num_steps",
+        "activities",
+        "with_stack",
+        "record_shapes",
+        "profile_id",
+        "profile_prefix",
+    ):
+        assert f"    {field}: " in fields, field
+    manager = (srt / "managers" / "scheduler_components" / "profiler_manager.py").read_text()
+    assert (
+        '+ ".trace.json.gz"' in manager
+        and 'filename_parts = [self.profile_id, f"TP-{self.ps.tp_rank}"]' in manager
+    )
+    server = (srt / "entrypoints" / "http_server.py").read_text()
+    for route in ('"/start_profile"', '"/stop_profile"', '"/abort_request"', '"/health_generate"'):
+        assert route in server, route
