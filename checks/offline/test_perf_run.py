@@ -261,7 +261,7 @@ def _results(tmp_path: Path, spec_trace: dict[str, Any]) -> Path:
             for i, n in enumerate((640, 2200, 32768))
         ]
         (folder / "bench.json").write_text(json.dumps({"verb": "bench", "rows": rows}))
-        meta = {"spec_accept_length": 5.0, "spec_verify_ct": 26}
+        meta = {"spec_accept_length": 5.0, "spec_verify_ct": 26, "completion_tokens": 128}
         (folder / "meta.json").write_text(json.dumps(run.check_meta(run.SERVERS[name], meta)))
         (folder / "run.json").write_text(json.dumps({"server": name, "ready_s": 100.0}))
         (folder / "server.log").write_text("log\n")
@@ -302,7 +302,7 @@ def test_pack_stays_within_the_device_tools_limits(tmp_path: Path, spec_trace: d
     with tarfile.open(out / "perf-exact-spec.tar.gz") as tar:
         names = tar.getnames()
     assert "exact-spec/bench.json" in names and not [n for n in names if "profile" in n]
-    assert "accept length 5.0 over 26 verify steps" in (out / "perf-exact-spec.txt").read_text()
+    assert "accept length 5.00 over 26 verify steps" in (out / "perf-exact-spec.txt").read_text()
     limit = run.MAX_TRACE_BYTES
     try:
         run.MAX_TRACE_BYTES = 10  # a trace over the limit is left behind, not sent
@@ -324,6 +324,8 @@ def test_summarize_builds_the_tables_and_the_labelled_estimate(
     assert "| 640 | 50.0 | 0.00 | 50.0 | 0.00 |" in text
     assert "| 32768 | 48.0 | 0.20 | 48.0 | 0.20 |" in text
     assert "Tokens per cycle: 5 (simulated accept length)" in text
+    assert "accept length 5.00 over 26 verify steps of 128 tokens (stated 5;" in text
+    assert "| exact-spec | 5 | 102.0 |" in text  # 5 tokens at 49 t/s, the 2200-token bench row
     assert text.count("**A model, not a measurement**") == 2  # small-M route assumed, and H200 GEMMs kept
     assert "| gemm | 430.0 | 107.5 | 4.00 | bandwidth |" in text
     with pytest.raises(run.RunError, match="no server folders"):

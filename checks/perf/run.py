@@ -201,7 +201,7 @@ def check_meta(spec: ServerSpec, meta: dict[str, Any]) -> dict[str, Any]:
     else:
         ok = verify > 0 and length is not None and abs(float(length) - expected) <= 0.5
         why = (
-            f"accept length {length} over {verify} verify steps (stated {expected:g})"
+            f"accept length {float(length or 0):.2f} over {verify} verify steps (stated {expected:g})"
             if verify
             else "no verify steps: speculation did not run"
         )
@@ -443,6 +443,48 @@ def _bench_rows(folder: Path) -> list[dict[str, Any]]:
     ]
 
 
+def meta_line(meta: dict[str, Any]) -> str:
+    """The server's own account of speculation in one line (older meta.json kept the full float)."""
+    info = meta["meta_info"]
+    verify = int(info.get("spec_verify_ct") or 0)
+    if not verify:
+        return "no verify steps"
+    tokens = info.get("completion_tokens")
+    return (
+        f"accept length {float(info['spec_accept_length']):.2f} over {verify} verify steps"
+        + (f" of {tokens} tokens" if tokens else "")
+        + f" (stated {meta['expected_accept_length']:g}; the last step is cut short by max_new_tokens)"
+    )
+
+
+def consistency(
+    benches: dict[str, list[dict[str, Any]]], breakdowns: dict[str, Any], length: int = PROFILE_PROMPT
+) -> list[str]:
+    """The bench's decode rate against the profile's cycle: the two must describe the same server."""
+    lines = []
+    for n, result in breakdowns.items():
+        row = next((r for r in benches.get(n, []) if r["prompt_tokens"] == length), None)
+        if not result or not row:
+            continue
+        tokens = accept_len(SERVERS[n]) or 1.0
+        if not lines:
+            lines += [
+                "",
+                f"Bench against profile at {length} prompt tokens (a cycle: one speculative iteration or "
+                "one decode step; kernel sum exceeds busy time where kernels of two streams overlap):",
+                "",
+                "| server | tokens per cycle | bench ms per cycle | profiled span ms | profiled busy ms | "
+                "kernel sum ms |",
+                "|---|---:|---:|---:|---:|---:|",
+            ]
+        per = result["per_cycle_us"]
+        lines.append(
+            f"| {n} | {tokens:g} | {1000 * tokens / row['decode_tps']:.1f} | {per['span'] / 1000:.1f} | "
+            f"{per['busy'] / 1000:.1f} | {per['total'] / 1000:.1f} |"
+        )
+    return lines
+
+
 def summarize(results: Path) -> str:
     servers = {name: results / name for name in SERVERS if (results / name).is_dir()}
     if not servers:
@@ -469,7 +511,8 @@ def summarize(results: Path) -> str:
     for n in names:
         meta = metas[n]
         if meta:
-            lines.append(f"- {n} ({SERVERS[n].description}): {meta['check']}.")
+            lines.append(f"- {n} ({SERVERS[n].description}): {meta_line(meta)}.")
+    lines += consistency(benches, breakdowns)
     lines += ["", "## Where the GPU time goes, per cycle", ""]
     for n in names:
         if breakdowns[n]:
