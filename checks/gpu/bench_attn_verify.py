@@ -46,12 +46,10 @@ def measure(case, graph_time_us, event_time_us) -> dict:  # noqa: ANN001
 
 
 def main() -> int:
-    tree = sglang_tree.tree_from_env()
-    problem = sglang_tree.tree_problem(tree)
+    problem = sglang_tree.install_from_env()
     if problem:
         print(problem, file=sys.stderr)
         return 2
-    sglang_tree.install(tree)
     import attn_harness
     import torch
     import triton

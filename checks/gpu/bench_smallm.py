@@ -37,12 +37,10 @@ SWEEP = [
 
 
 def main() -> int:
-    tree = sglang_tree.tree_from_env()
-    problem = sglang_tree.tree_problem(tree)
+    problem = sglang_tree.install_from_env()
     if problem:
         print(problem, file=sys.stderr)
         return 2
-    sglang_tree.install(tree)
     import torch
     import triton
     from gpu_timing import dram_copy_gbps, dram_read_gbps, graph_time_us

@@ -679,12 +679,10 @@ def cuda_problem() -> str | None:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    tree = sglang_tree.tree_from_env()
-    problem = sglang_tree.tree_problem(tree)
+    problem = sglang_tree.install_from_env()
     if problem:
         print(problem, file=sys.stderr)
         return 2
-    sglang_tree.install(tree)
     if args.compile_only is not None:
         return compile_only(args.compile_only)
     shapes = selected_shapes(args.shapes)

@@ -169,12 +169,25 @@ def tree_problem(tree: Path | None) -> str | None:
     return None
 
 
+def install_from_env() -> str | None:
+    """For scripts: install the tree $BITEXACT_SGLANG_TREE names, or say why it cannot be used."""
+    tree = tree_from_env()
+    problem = tree_problem(tree)
+    if problem is None and tree is not None:
+        _mount(tree)
+    return problem
+
+
 def install(tree: Path) -> None:
     """Make `import sglang.<module>` load from `tree` without running sglang/__init__.py."""
-    global _FINDER
     problem = tree_problem(tree)
     if problem:
         raise RuntimeError(problem)
+    _mount(tree)
+
+
+def _mount(tree: Path) -> None:
+    global _FINDER
     package_dir = (tree / "sglang").resolve()
     existing = sys.modules.get("sglang")
     if existing is not None:

@@ -34,12 +34,10 @@ def main() -> int:
     if os.environ.get("TRITON_INTERPRET") != "1":
         print("set TRITON_INTERPRET=1 (this runs the kernels on the CPU)", file=sys.stderr)
         return 2
-    tree = sglang_tree.tree_from_env()
-    problem = sglang_tree.tree_problem(tree)
+    problem = sglang_tree.install_from_env()
     if problem:
         print(problem, file=sys.stderr)
         return 2
-    sglang_tree.install(tree)
     import smallm_reference
     import torch
     from sglang.srt.batch_invariant_ops import small_m_route, small_m_tiles
