@@ -190,6 +190,17 @@ class Stream(threading.Thread):
 # ---- stages ----
 
 
+def speculation_phrase(info: dict[str, Any], expected: float) -> str:
+    """SGLang's meta_info on speculation, against the stated accept length."""
+    tokens = info.get("completion_tokens")
+    return (
+        f"accept length {float(info.get('spec_accept_length') or 0):.2f} over "
+        f"{int(info.get('spec_verify_ct') or 0)} verify steps"
+        + (f" of {tokens} tokens" if tokens else "")
+        + f" (stated {expected:g}; a step cut short by max_new_tokens lowers the mean)"
+    )
+
+
 def check_meta(spec: ServerSpec, meta: dict[str, Any]) -> dict[str, Any]:
     """meta_info must show speculation at the stated length (spec servers) or no speculation."""
     expected = accept_len(spec)
@@ -200,11 +211,7 @@ def check_meta(spec: ServerSpec, meta: dict[str, Any]) -> dict[str, Any]:
         why = "no verify steps" if ok else f"{verify} verify steps in a server without speculation"
     else:
         ok = verify > 0 and length is not None and abs(float(length) - expected) <= 0.5
-        why = (
-            f"accept length {float(length or 0):.2f} over {verify} verify steps (stated {expected:g})"
-            if verify
-            else "no verify steps: speculation did not run"
-        )
+        why = speculation_phrase(meta, expected) if verify else "no verify steps: speculation did not run"
     return {"meta_info": meta, "expected_accept_length": expected, "ok": ok, "check": why}
 
 
@@ -446,15 +453,9 @@ def _bench_rows(folder: Path) -> list[dict[str, Any]]:
 def meta_line(meta: dict[str, Any]) -> str:
     """The server's own account of speculation in one line (older meta.json kept the full float)."""
     info = meta["meta_info"]
-    verify = int(info.get("spec_verify_ct") or 0)
-    if not verify:
+    if not int(info.get("spec_verify_ct") or 0):
         return "no verify steps"
-    tokens = info.get("completion_tokens")
-    return (
-        f"accept length {float(info['spec_accept_length']):.2f} over {verify} verify steps"
-        + (f" of {tokens} tokens" if tokens else "")
-        + f" (stated {meta['expected_accept_length']:g}; the last step is cut short by max_new_tokens)"
-    )
+    return speculation_phrase(info, meta["expected_accept_length"])
 
 
 def consistency(
