@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,12 +29,11 @@ from huggingface_hub.utils import (
 )
 
 from pinlock.hf import HEX64, ManifestError, check_path, content_ids, manifest
+from pinlock.net import ATTEMPTS, RETRY_STATUS, backoff
 from pinlock.pins import PinError
 
 T = TypeVar("T")
-ATTEMPTS = 5
-RETRY_DELAY = 2.0  # seconds, times the attempt number
-_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+RETRY_DELAY = 2.0  # seconds, times the attempt number (its own, so tests can shorten either)
 # Transport failures by class name: huggingface_hub raises its HTTP client's own (requests in 0.x, httpx
 # in 1.x, httpx2 later), and a check by name holds across them.
 _TRANSPORT = frozenset(
@@ -58,7 +56,7 @@ def _transient(error: BaseException) -> bool:
         return False
     if isinstance(error, HfHubHTTPError):
         response = getattr(error, "response", None)
-        return getattr(response, "status_code", None) in _RETRY_STATUS
+        return getattr(response, "status_code", None) in RETRY_STATUS
     if isinstance(error, LocalEntryNotFoundError):
         return True  # hf_hub_download's answer when the Hub cannot be reached and nothing is cached
     names = {cls.__name__ for cls in type(error).__mro__}
@@ -67,21 +65,16 @@ def _transient(error: BaseException) -> bool:
 
 def with_retries(call: Callable[[], T], what: str) -> T:
     """`call()`, retried on transient failures; other failures and the last one propagate."""
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
-            return call()
-        except Exception as error:
-            if attempt == ATTEMPTS or not _transient(error):
-                raise
-            delay = RETRY_DELAY * attempt
-            print(
-                f"pinlock: {what}: {_first_line(error)}; "
-                f"retrying in {delay:.0f} s ({attempt} of {ATTEMPTS - 1} retries)",
-                file=sys.stderr,
-                flush=True,
-            )
-            time.sleep(delay)
-    raise AssertionError("unreachable")
+
+    def announce(error: Exception, wait: float, attempt: int) -> None:
+        print(
+            f"pinlock: {what}: {_first_line(error)}; "
+            f"retrying in {wait:.0f} s ({attempt} of {ATTEMPTS - 1} retries)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return backoff(call, _transient, announce, RETRY_DELAY)
 
 
 def explain(error: Exception, repo: str, revision: str) -> PinError:

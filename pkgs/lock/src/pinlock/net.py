@@ -54,7 +54,7 @@ class TransientError(NetError):
 
 ATTEMPTS = 5
 RETRY_DELAY = 2.0  # seconds, times the attempt number
-_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
 def _open(request: urllib.request.Request, what: str) -> Any:
@@ -66,7 +66,7 @@ def _open(request: urllib.request.Request, what: str) -> Any:
             404: "not found: check the URL's repo and revision",
             429: "rate limited: wait and run again (finished pins are kept)",
         }.get(error.code, "")
-        kind = TransientError if error.code in _RETRY_STATUS else NetError
+        kind = TransientError if error.code in RETRY_STATUS else NetError
         raise kind(f"{what}: HTTP {error.code} {error.reason}" + (f" ({hint})" if hint else "")) from None
     except urllib.error.URLError as error:
         raise TransientError(f"{what}: {error.reason} (is this machine online?)") from None
@@ -74,18 +74,36 @@ def _open(request: urllib.request.Request, what: str) -> Any:
         raise TransientError(f"{what}: {type(error).__name__}: {error}") from None
 
 
-def _retrying(call: Callable[[], T], what: str) -> T:
-    """`call()`, retried with backoff while it fails with a TransientError."""
+def backoff(
+    call: Callable[[], T],
+    transient: Callable[[Exception], bool],
+    announce: Callable[[Exception, float, int], None],
+    delay: float,
+) -> T:
+    """`call()`, retried up to ATTEMPTS times, `delay` x attempt seconds apart, while it fails with an
+    error `transient` accepts (`announce` says so first); other failures and the last one propagate."""
     for attempt in range(1, ATTEMPTS + 1):
         try:
             return call()
-        except TransientError as error:
-            if attempt == ATTEMPTS:
-                raise TransientError(f"{error}; gave up after {ATTEMPTS} attempts") from None
-            delay = RETRY_DELAY * attempt
-            print(f"pinlock: {error}; retrying in {delay:.0f} s", file=sys.stderr, flush=True)
-            time.sleep(delay)
+        except Exception as error:
+            if attempt == ATTEMPTS or not transient(error):
+                raise
+            wait = delay * attempt
+            announce(error, wait, attempt)
+            time.sleep(wait)
     raise AssertionError("unreachable")
+
+
+def _retrying(call: Callable[[], T], what: str) -> T:
+    """`call()`, retried with backoff while it fails with a TransientError."""
+
+    def announce(error: Exception, wait: float, attempt: int) -> None:
+        print(f"pinlock: {error}; retrying in {wait:.0f} s", file=sys.stderr, flush=True)
+
+    try:
+        return backoff(call, lambda e: isinstance(e, TransientError), announce, RETRY_DELAY)
+    except TransientError as error:
+        raise TransientError(f"{error}; gave up after {ATTEMPTS} attempts") from None
 
 
 def get_text(url: str) -> str:
