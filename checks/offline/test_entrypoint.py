@@ -28,7 +28,7 @@ from image_entrypoint.main import repos_named, server_command  # noqa: E402
 
 RECIPE = json.loads(RECIPE_PATH.read_text())
 MODEL, DRAFTER = RECIPE["model"], RECIPE["drafter"]
-CARD = Card(slug=RECIPE["card"]["slug"], name=RECIPE["card"]["name"], compute_cap="12.0")
+CARD = Card(slug=RECIPE["card"]["slug"], name=RECIPE["card"]["name"])
 # Tests using these fixtures get the markers (checks/conftest.py).
 FIXTURE_NEEDS = {"engines": ("network",), "image": ("nix",)}
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import posixpath
@@ -211,24 +212,11 @@ def scan_wheel(path: Path) -> dict[str, Elf]:
                 if head != b"\x7fELF":
                     continue
                 data = head + member.read()
-            elf = read_elf(_Bytes(data))
+            elf = read_elf(io.BytesIO(data))
             if elf is not None:
                 elf.mentions = mentioned_sonames(data) if elf.machine == EM_X86_64 else set()
                 elfs[name] = elf
     return elfs
-
-
-class _Bytes:
-    """A stream over bytes already in memory (read_elf reads streams)."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
-
-    def read(self, size: int = -1) -> bytes:
-        end = len(self.data) if size < 0 else self.pos + size
-        chunk = self.data[self.pos : end]
-        self.pos += len(chunk)
-        return chunk
 
 
 def lib_dir(path: str) -> str:

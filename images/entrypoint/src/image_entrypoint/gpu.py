@@ -33,7 +33,6 @@ class Card:
 
     slug: str
     name: str
-    compute_cap: str
 
 
 def find_gpus(environ: Mapping[str, str]) -> tuple[DriverLibs, list[CardIdentity]]:

@@ -77,7 +77,7 @@ def card_of(raw: Mapping[str, object], where: Path) -> Card:
             f"{where}: card.slug {card['slug']!r} is not in the card table "
             "(pkgs/server/src/gpuhost/cards.json, docs/cards.md)"
         )
-    return Card(slug=card["slug"], name=card["name"], compute_cap=card["computeCapability"])
+    return Card(slug=card["slug"], name=card["name"])
 
 
 def repos_named(argv: Sequence[str]) -> list[str]:

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuhost.driver import cache_home
+
 RECIPE_VAR = "BITEXACT_RECIPE"
 DEEP_GEMM_VAR = "BITEXACT_DEEP_GEMM"
 CUDA_HOME_VAR = "BITEXACT_CUDA_HOME"
@@ -24,14 +26,6 @@ class LaunchEnv:
     full: dict[str, str]
     decided: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-
-
-def cache_home(environ: Mapping[str, str]) -> Path:
-    """${XDG_CACHE_HOME:-~/.cache}."""
-    if environ.get("XDG_CACHE_HOME"):
-        return Path(environ["XDG_CACHE_HOME"])
-    home = environ.get("HOME")
-    return (Path(home) if home else Path.home()) / ".cache"
 
 
 def deep_gemm_cache_key(deep_gemm: str, header: bytes | None = None) -> str:

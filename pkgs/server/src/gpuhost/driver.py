@@ -210,6 +210,7 @@ def only_driver_files(directory: Path) -> bool:
 
 
 def cache_home(environ: Mapping[str, str]) -> Path:
+    """${XDG_CACHE_HOME:-~/.cache}."""
     if environ.get("XDG_CACHE_HOME"):
         return Path(environ["XDG_CACHE_HOME"])
     return Path(environ.get("HOME") or os.path.expanduser("~")) / ".cache"
