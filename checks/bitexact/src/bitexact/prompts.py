@@ -38,10 +38,13 @@ class Tokenizer(Protocol):
     def decode(self, ids: list[int]) -> str: ...
 
 
+BYTE_OFFSET = 3  # the byte tokenizer's offset when `--tokenizer bytes` names none
+
+
 class ByteTokenizer:
     """UTF-8 bytes shifted by `offset`: a tokenizer that needs no files, for models without one."""
 
-    def __init__(self, offset: int = 3) -> None:
+    def __init__(self, offset: int = BYTE_OFFSET) -> None:
         self.offset = offset
 
     def encode(self, text: str) -> list[int]:
@@ -68,15 +71,25 @@ class HFTokenizer:
         return str(self._tok.decode(ids))
 
 
-def load_tokenizer(spec: str) -> Tokenizer:
-    """`bytes` or `bytes:OFFSET` for the byte tokenizer, else a local tokenizer path."""
+def byte_offset(spec: str) -> int | None:
+    """`--tokenizer`'s value read: the byte tokenizer's offset for `bytes` or `bytes:OFFSET`, None for a
+    local tokenizer folder (which must exist)."""
     if spec == "bytes":
-        return ByteTokenizer()
+        return BYTE_OFFSET
     if spec.startswith("bytes:"):
-        return ByteTokenizer(int(spec.split(":", 1)[1]))
+        try:
+            return int(spec.split(":", 1)[1])
+        except ValueError:
+            raise UsageError(f"--tokenizer {spec!r}: the offset after 'bytes:' must be a number") from None
     if not Path(spec).exists():
         raise UsageError(f"--tokenizer {spec!r}: not 'bytes' and no such path; give a local tokenizer folder")
-    return HFTokenizer(spec)
+    return None
+
+
+def load_tokenizer(spec: str) -> Tokenizer:
+    """`bytes` or `bytes:OFFSET` for the byte tokenizer, else a local tokenizer path."""
+    offset = byte_offset(spec)
+    return HFTokenizer(spec) if offset is None else ByteTokenizer(offset)
 
 
 def parse_prompt(data: Any, where: str) -> Prompt:

@@ -24,7 +24,7 @@ from bitexact.engines.base import Settings
 from bitexact.engines.spec import parse_engine
 from bitexact.errors import UsageError
 from bitexact.golden import build_record, golden_path, load_golden, write_record
-from bitexact.identity import detect_card, gpu_info
+from bitexact.identity import CPU, detect_card, gpu_info
 from bitexact.presets import _side, load_recipe
 from bitexact.report.html import record_html
 from bitexact.report.markdown import record_markdown
@@ -32,7 +32,6 @@ from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
 from bitexact.summary import comparison_summary
 
 SLUG = re.compile(r"[a-z0-9][a-z0-9._-]*")
-NO_GPU = (None, "", "cpu")  # what detect_card() answers where no NVIDIA GPU is visible
 
 
 def add_parser(sub: Any) -> None:
@@ -94,7 +93,7 @@ def card_of(args: argparse.Namespace) -> str:
             "rtx-pro-6000-blackwell)"
         )
     card = detect_card()
-    if card in NO_GPU:
+    if card == CPU:  # detect_card's answer where no NVIDIA GPU is visible
         raise UsageError(
             f"no NVIDIA GPU is visible on this machine, so the card behind {args.engine!r} is unknown "
             "(a golden keyed 'cpu' would be wrong); pass --card SLUG, the slug of the server's card"

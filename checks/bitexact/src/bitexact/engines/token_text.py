@@ -10,9 +10,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from bitexact.errors import EngineError, UsageError
+from bitexact.errors import EngineError
+from bitexact.prompts import byte_offset
 
 
 @dataclass
@@ -92,16 +92,8 @@ def hf_vocabulary(path: str) -> TextToIds:
 
 def load_vocabulary(spec: str) -> TextToIds:
     """`bytes`, `bytes:OFFSET` or a local tokenizer folder, as `--tokenizer` takes them."""
-    if spec == "bytes":
-        return byte_vocabulary(3, spec)
-    if spec.startswith("bytes:"):
-        try:
-            return byte_vocabulary(int(spec.split(":", 1)[1]), spec)
-        except ValueError:
-            raise UsageError(f"--tokenizer {spec!r}: the offset after 'bytes:' must be a number") from None
-    if not Path(spec).exists():
-        raise UsageError(f"--tokenizer {spec!r}: not 'bytes' and no such path; give a local tokenizer folder")
-    return hf_vocabulary(spec)
+    offset = byte_offset(spec)
+    return hf_vocabulary(spec) if offset is None else byte_vocabulary(offset, spec)
 
 
 class LazyVocabulary:
