@@ -131,8 +131,9 @@ def tokenizer_json() -> tuple[dict, int]:
     return spec, len(vocab)
 
 
-def write_tokenizer(folder: Path) -> int:
-    spec, size = tokenizer_json()
+def write_tokenizer(folder: Path, spec: dict | None = None) -> int:
+    """tokenizer.json (`spec`, default this module's) and tokenizer_config.json; the vocabulary size."""
+    spec, size = (spec, len(spec["model"]["vocab"])) if spec else tokenizer_json()
     (folder / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False))
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
@@ -173,11 +174,12 @@ class Init:
         return (torch.rand(shape, generator=self.gen) * (high - low) + low).to(torch.bfloat16)
 
 
+def layer_types(layers: int = LAYERS, interval: int = FULL_ATTENTION_INTERVAL) -> list[str]:
+    """Every `interval`-th layer full attention, the others Gated DeltaNet."""
+    return ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
+
+
 def target_config(vocab_size: int, ids: dict[str, int]) -> dict:
-    layer_types = [
-        "full_attention" if (i + 1) % FULL_ATTENTION_INTERVAL == 0 else "linear_attention"
-        for i in range(LAYERS)
-    ]
     return {
         "architectures": ["Qwen3_5ForCausalLM"],
         "model_type": "qwen3_5_text",
@@ -187,7 +189,7 @@ def target_config(vocab_size: int, ids: dict[str, int]) -> dict:
         "hidden_size": HIDDEN,
         "intermediate_size": INTERMEDIATE,
         "num_hidden_layers": LAYERS,
-        "layer_types": layer_types,
+        "layer_types": layer_types(),
         "full_attention_interval": FULL_ATTENTION_INTERVAL,
         "num_attention_heads": ATTN_HEADS,
         "num_key_value_heads": KV_HEADS,

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import functools
 import gzip
 import json
 import re
@@ -103,6 +104,7 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+@functools.cache  # a trace has thousands of launches of a few dozen kernels
 def classify(name: str) -> tuple[str, str]:
     """(component, label) of a kernel name."""
     for rule in RULES:

@@ -94,10 +94,6 @@ DRAFTER_GEOMETRY_KEYS = frozenset(
 )
 
 
-def layer_types(layers: int = LAYERS, interval: int = FULL_ATTENTION_INTERVAL) -> list[str]:
-    return ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
-
-
 def padded_tokenizer_json(vocab_size: int = VOCAB) -> dict[str, Any]:
     """tiny_model's byte-level BPE with ids up to `vocab_size` - 1: the extra ids are strings of three
     byte symbols, which no merge builds (merges make pairs), so encoding never yields them and decoding
@@ -120,7 +116,7 @@ def target_config(vocab_size: int = VOCAB, layers: int = LAYERS) -> dict[str, An
         hidden_size=HIDDEN,
         intermediate_size=INTERMEDIATE,
         num_hidden_layers=layers,
-        layer_types=layer_types(layers),
+        layer_types=tiny_model.layer_types(layers, FULL_ATTENTION_INTERVAL),
         num_attention_heads=ATTN_HEADS,
         num_key_value_heads=KV_HEADS,
         head_dim=ATTN_HEAD_DIM,
@@ -344,8 +340,7 @@ def write(out: Path, layers: int = LAYERS) -> dict[str, Any]:
     for name, config in (("target", target), ("drafter", drafter)):
         folder = out / name
         folder.mkdir(parents=True, exist_ok=True)
-        tiny_model.write_tokenizer(folder)  # tokenizer_config.json (and the unpadded tokenizer.json) ...
-        (folder / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False))  # ... padded here
+        tiny_model.write_tokenizer(folder, spec)
         (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n")
     summary = {
         "out": str(out),

@@ -340,7 +340,7 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
         log(f"{spec.name}: {meta['check']}")
         if not meta["ok"]:
             raise RunError(f"{spec.name}: {meta['check']}; see {out / 'meta.json'}")
-        pack_if(args)
+        pack_if(args, [spec.name])
         if need_bench:
             remaining = deadline - time.monotonic() - 30
             if remaining < 90:
@@ -350,7 +350,7 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
             (out / f"{bench_name(args)}.json").write_text(json.dumps(summary, indent=1) + "\n")
             timings[f"{bench_name(args)}_s"] = round(time.monotonic() - began, 1)
             log(f"{spec.name}: {bench_name(args)} done in {timings[f'{bench_name(args)}_s']} s")
-            pack_if(args)
+            pack_if(args, [spec.name])
         if need_profile:
             if deadline - time.monotonic() < 90:
                 raise OutOfTime(f"{spec.name}: not enough time left to profile")
@@ -371,13 +371,14 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
         if report.exists():
             timings["host"] = json.loads(report.read_text()).get("host")
         (out / "run.json").write_text(json.dumps(timings, indent=1) + "\n")
-        pack_if(args)
+        pack_if(args, [spec.name])
 
 
 def measure(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.deadline_s
     check_ready(args.work)
     names = args.server or list(SERVERS)
+    pack_if(args)  # $OUT starts empty in each call: servers finished in earlier calls come back too
     for name in names:
         measure_one(SERVERS[name], args, deadline)
     return 0
@@ -386,9 +387,10 @@ def measure(args: argparse.Namespace) -> int:
 # ---- pack: results -> $OUT (at most 8 files, 16 MiB each) ----
 
 
-def pack_if(args: argparse.Namespace) -> None:
+def pack_if(args: argparse.Namespace, names: list[str] | None = None) -> None:
+    """Pack `names` (default: this call's servers) into --out, when given."""
     if getattr(args, "out", None):
-        pack(args.results, args.out, args.server or list(SERVERS))
+        pack(args.results, args.out, names or args.server or list(SERVERS))
 
 
 def pack(results: Path, out: Path, names: list[str]) -> list[Path]:
