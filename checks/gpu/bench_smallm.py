@@ -65,7 +65,7 @@ def main() -> int:
         b = weight.t()
         a_full = torch.randn((16, k), generator=gen).to(torch.bfloat16).cuda()
         bound = "launch-bound (weights fit in L2)" if n * k * 2 < l2 else "DRAM-bound"
-        config = route._tile_config(n, k, props.multi_processor_count)
+        config = route._tile_config(n, k, *route._card(weight.device))  # what the route itself picks
         print(f"\n(N, K) = ({n}, {k}), weights {n * k * 2 / 1e6:.1f} MB, {bound}; route tiles {config}")
         print(
             f"{'M':>3} {'route us':>9} {'%BW':>5} {'persist us':>10} {'%BW':>5} {'cuBLAS us':>9} {'%BW':>5}"

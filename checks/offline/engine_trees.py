@@ -7,20 +7,13 @@ process here and in a container."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 from released_wheels import unpacked_wheel
-from sglang_series import apply_series, copy_touched
+from sglang_series import apply_patch, apply_series, copy_touched
 
 REPO = Path(__file__).resolve().parents[2]
 FENCED_HEADER = "deep_gemm/include/deep_gemm/impls/sm120_bf16_gemm.cuh"
-
-
-def apply_patch(root: Path, patch: Path, strip: int) -> None:
-    cmd = ["patch", f"-p{strip}", "--fuzz=0", "--batch", "--forward", "-i", str(patch)]
-    done = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def patched_tree(root: Path) -> Path:
