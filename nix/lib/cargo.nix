@@ -15,7 +15,6 @@ let
     head
     listToAttrs
     readFile
-    sort
     substring
     tail
     ;
@@ -63,10 +62,10 @@ let
   conflictingCrates =
     locks:
     let
-      all = concatLists (map sourced locks);
-      sourcesOf = k: unique (map (p: p.source) (filter (p: key p == k) all));
+      # One pass over every crate of every lock; attrNames comes sorted.
+      byKey = builtins.groupBy key (concatLists (map sourced locks));
     in
-    sort (a: b: a < b) (filter (k: builtins.length (sourcesOf k) > 1) (unique (map key all)));
+    filter (k: builtins.length (unique (map (p: p.source) byKey.${k})) > 1) (attrNames byKey);
 
   parse = path: fromTOML (readFile path);
 in
