@@ -36,7 +36,6 @@ class Located:
     """The repo and revision a --snapshot path resolved to, in the cache that holds them."""
 
     cache: Path
-    repo: CachedRepoInfo
     revision: CachedRevisionInfo
 
     @property
@@ -101,7 +100,7 @@ def locate(path: Path, repo: str, revision: str | None) -> Located:
         raise UsageError(
             f"the hub cache {cache} holds no {repo} (it holds {', '.join(held)}): {_fix(repo, revision)}"
         )
-    return Located(cache, target, _revision(path, target, path_revision, revision))
+    return Located(cache, _revision(path, target, path_revision, revision))
 
 
 def _revision(
