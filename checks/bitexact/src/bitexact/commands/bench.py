@@ -15,9 +15,8 @@ from typing import Any
 from bitexact.commands.common import (
     count,
     emit,
-    identity_key,
+    keyed_store,
     parse_lengths,
-    results_path,
     write_reports,
 )
 from bitexact.engines.base import Timing
@@ -97,7 +96,7 @@ def _measure(
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = parse_engine(args.engine)
+    parse_engine(args.engine)  # a malformed engine string fails before any prompt is built
     lengths = parse_lengths(args.lengths) if args.lengths else list(BENCH_LENGTHS)
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
     reference = load_recipe(args.recipe)["reference"] if args.recipe else None
@@ -107,19 +106,10 @@ def run(args: argparse.Namespace) -> int:
         for i, n in enumerate(lengths)
     ]
     engine = open_engine(args.engine)
-    store = ResultStore(results_path(args.out, "bench", args.engine), {})
     bar = Progress(f"bench {args.engine}", len(prompts) * args.runs)
     try:
         identity = engine.identity()
-        store = ResultStore(
-            store.path,
-            {
-                "engine": spec.canonical,
-                "identity": identity_key(identity),
-                "settings": {"new_tokens": args.new_tokens},
-                "tag": "bench",
-            },
-        )
+        store = keyed_store(args.out, "bench", args.engine, identity, {"new_tokens": args.new_tokens})
         bar.watch(STALL_S)
         try:
             timings = _measure(engine, prompts, args, store, bar)

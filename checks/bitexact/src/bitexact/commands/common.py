@@ -139,30 +139,32 @@ def run_side(
     tokenizer: str | None = None,
 ) -> tuple[list[Generation], dict[str, Any]]:
     """Open the engine, run the prompts with results stored under `out`, close it."""
-    spec = parse_engine(raw)
     engine: Engine = open_engine(raw, inflight=inflight, tokenizer=tokenizer)
     if group is not None:
         engine.group_size = group
     try:
         identity = engine.identity()
-        if spec.kind in ("sglang", "openai") and not identity.get("version"):
-            print(
-                f"bitexact: {raw}: the server reports no version; stored results cannot be told from "
-                "another build's on this address: use a fresh --out after changing the server",
-                file=sys.stderr,
-            )
-        key = {
-            "engine": spec.canonical,
-            "identity": identity_key(identity),
-            "settings": settings.to_json(),
-            "group": engine.group_size,
-            "tag": tag,
-        }
-        store = ResultStore(results_path(out, tag, raw), key)
+        store = keyed_store(out, tag, raw, identity, settings.to_json(), group=engine.group_size)
         gens = run_battery(engine, prompts, settings, store, f"{tag} {raw}")
     finally:
         engine.close()
     return gens, identity
+
+
+def keyed_store(
+    out: Path, tag: str, raw: str, identity: dict[str, Any], settings: dict[str, Any], **extra: Any
+) -> ResultStore:
+    """The results file of `raw` under `out`, keyed by what the engine is (its identity, not the
+    engine string) and what it was asked: rows of another build or other settings are set aside."""
+    spec = parse_engine(raw)
+    if spec.kind in ("sglang", "openai") and not identity.get("version"):
+        print(
+            f"bitexact: {raw}: the server reports no version; stored results cannot be told from "
+            "another build's on this address: use a fresh --out after changing the server",
+            file=sys.stderr,
+        )
+    key = {"engine": spec.canonical, "identity": identity_key(identity), "settings": settings, **extra}
+    return ResultStore(results_path(out, tag, raw), {**key, "tag": tag})
 
 
 def write_reports(out: Path, stem: str, markdown: str, html: str) -> list[str]:
