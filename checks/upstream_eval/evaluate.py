@@ -148,8 +148,7 @@ def evaluate(args: argparse.Namespace, scratch: Path, log: list[str]) -> list[ch
             tops[attr] = nix.eval_json(f"packages.{SYSTEM}.{attr}.drvPath")
         installables = [f"packages.{SYSTEM}.{a}" for a in tops] + [f"checks.{SYSTEM}.{n}" for n in gpu_drvs]
         started = time.monotonic()
-        for installable in installables:
-            merged.update(nix.derivations(installable, recursive=True))
+        merged = nix.derivations(installables, recursive=True)
         log.append(
             f"nix derivation show -r on {', '.join(installables)}: {len(merged)} derivations "
             f"in {time.monotonic() - started:.0f}s"

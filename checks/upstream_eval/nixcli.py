@@ -66,12 +66,12 @@ class Nix:
             raise NixError(f"nix eval {attr}", done.stderr)
         return json.loads(done.stdout)
 
-    def derivations(self, attr: str, recursive: bool = False, ifd: bool = True) -> dict[str, Any]:
-        """`nix derivation show` of an output: drv path -> derivation (with `-r`, its whole closure)."""
-        args = ["derivation", "show", *(["--recursive"] if recursive else []), f"{self.ref}#{attr}"]
-        done = self.run(args, ifd)
+    def derivations(self, attrs: list[str], recursive: bool = False, ifd: bool = True) -> dict[str, Any]:
+        """`nix derivation show` of outputs: drv path -> derivation (with `-r`, their whole closures)."""
+        installables = [f"{self.ref}#{attr}" for attr in attrs]
+        done = self.run(["derivation", "show", *(["--recursive"] if recursive else []), *installables], ifd)
         if done.returncode != 0:
-            raise NixError(f"nix derivation show {attr}", done.stderr)
+            raise NixError(f"nix derivation show {' '.join(attrs)}", done.stderr)
         shown: dict[str, Any] = json.loads(done.stdout)
         return shown
 
