@@ -15,7 +15,7 @@
   # The parsed recipe and its file (the same one the server's wrapper names).
   recipe,
   recipeFile,
-  # `bitexact-server` in bin/ (.#server), the bitexact CLI (checks/bitexact/package.nix), and the
+  # `bitexact-server` in bin/ (.#server), the bitexact CLI (pkgs/bitexact/default.nix), and the
   # hub cache with the recipe's weights (pkgs/weights).
   server,
   bitexact,

@@ -23,7 +23,7 @@ let
   '';
   bitexactPackage =
     packages.bitexact
-      or (throw "gpu-checks: packages.bitexact is missing (checks/bitexact/package.nix provides it)");
+      or (throw "gpu-checks: packages.bitexact is missing (pkgs/bitexact/default.nix provides it)");
   # bitexact (pure Python, built for the same interpreter) on the server venv's Python: the
   # long-prompt reference tokenizes its text with the model's own tokenizer (`--tokenizer
   # <snapshot>`), through the server's transformers.

@@ -86,7 +86,7 @@ let
     );
     # The bitexact tool, built for the server env's Python (the GPU checks load it into that venv):
     # the package takes `python3Packages`, which would otherwise be nixpkgs' default Python.
-    bitexact = pkgs.callPackage ../checks/bitexact/package.nix { python3Packages = serverEnv.python.pkgs; };
+    bitexact = pkgs.callPackage ../pkgs/bitexact/default.nix { python3Packages = serverEnv.python.pkgs; };
   }
   # The OCI images, the weights they bake, seed-weights and image-layer-sizes (images/default.nix).
   # image-dev bakes no weights, so only the server's pins gate it.

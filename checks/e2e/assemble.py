@@ -28,11 +28,11 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import re
 import subprocess
 import sys
 import tomllib
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,13 +105,13 @@ SERVER_MODULES = (
 )
 
 
-def norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def lock_versions() -> dict[str, str]:
+    """{normalised name: version} of uv.lock's packages (names as pinlock normalises them, PEP 503)."""
+    sys.path.insert(0, str(REPO / "pkgs" / "lock" / "src"))
+    from pinlock.stubs import normalize
+
     lock = tomllib.loads(LOCK.read_text())
-    return {norm(p["name"]): p["version"] for p in lock["package"]}
+    return {normalize(p["name"]): p["version"] for p in lock["package"]}
 
 
 def pip_download(spec: str, dest: Path) -> None:
@@ -133,35 +133,29 @@ def pip_download(spec: str, dest: Path) -> None:
     subprocess.run([*cmd, "--dest", str(dest), spec], check=True)
 
 
-def slim_kernel(wheel: Path, dest: Path) -> Path:
-    """Only what Hopper needs from sglang-kernel: its Python files and sm90/ (the 1.1 GB FA3 flash_ops
-    and the sm100 build stay behind; the Triton attention backend uses neither)."""
-    out = dest / SLIM_KERNEL
-    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
-        for info in source.infolist():
-            name = info.filename
-            keep = name.endswith(".py") and name.startswith(("sgl_kernel/", "triton_kernels/"))
-            keep = keep or name.startswith(("sgl_kernel/sm90/", "sglang_kernel-0.4.5.dist-info/"))
-            if keep:
-                target.writestr(info, source.read(info))
+def copy_wheel(source: Path, out: Path, keep: Callable[[str], bool]) -> Path:
+    """Write the members of wheel `source` whose names `keep` accepts to `out` (which may be `source`
+    itself), with the RECORD lines of the members left out removed; RECORD is always kept."""
+    members = []
+    with zipfile.ZipFile(source) as archive:
+        for info in archive.infolist():
+            if keep(info.filename) or info.filename.endswith(".dist-info/RECORD"):
+                members.append((info, archive.read(info)))
+    kept = {info.filename for info, _ in members}
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
+        for info, body in members:
+            if info.filename.endswith(".dist-info/RECORD"):
+                lines = body.decode().splitlines(keepends=True)
+                body = "".join(line for line in lines if line.split(",")[0] in kept).encode()
+            target.writestr(info, body)
     return out
 
 
-def slim_wheel(wheel: Path, drop: tuple[str, ...]) -> None:
-    """Rewrite `wheel` in place without the members whose names end with `drop` (and their RECORD lines):
-    build-time payload, e.g. xgrammar's 65 MB static library next to the bindings it was linked into."""
-    data = {}
-    with zipfile.ZipFile(wheel) as source:
-        for info in source.infolist():
-            if not info.filename.endswith(drop):
-                data[info.filename] = (info, source.read(info))
-    for name, (info, body) in data.items():
-        if name.endswith(".dist-info/RECORD"):
-            lines = [line for line in body.decode().splitlines() if not line.split(",")[0].endswith(drop)]
-            data[name] = (info, ("\n".join(lines) + "\n").encode())
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as target:
-        for info, body in data.values():
-            target.writestr(info, body)
+def keep_for_hopper(name: str) -> bool:
+    """What Hopper needs from sglang-kernel: its Python files and sm90/ (the 1.1 GB FA3 flash_ops and the
+    sm100 build stay behind; the Triton attention backend uses neither)."""
+    python = name.endswith(".py") and name.startswith(("sgl_kernel/", "triton_kernels/"))
+    return python or name.startswith(("sgl_kernel/sm90/", f"sglang_kernel-{SGLANG_KERNEL[1]}.dist-info/"))
 
 
 def fetch(dest: Path) -> int:
@@ -169,14 +163,16 @@ def fetch(dest: Path) -> int:
     versions = lock_versions()
     pip_download("==".join(SGLANG), dest)
     for name in FROM_LOCK:
-        pip_download(f"{name}=={versions[norm(name)]}", dest)
-    for wheel, drop in SLIM.items():
-        slim_wheel(find_one([dest], wheel), drop)
+        pip_download(f"{name}=={versions[name]}", dest)
+    for pattern, drop in SLIM.items():
+        # build-time payload, e.g. xgrammar's 65 MB static library beside the bindings it was linked into
+        wheel = find_one([dest], pattern)
+        copy_wheel(wheel, wheel, lambda name, drop=drop: not name.endswith(drop))
     staging = dest / "staging"
     staging.mkdir(exist_ok=True)
     pip_download("==".join(SGLANG_KERNEL), staging)
     (full,) = staging.glob("sglang_kernel-*.whl")
-    slim_kernel(full, dest)
+    copy_wheel(full, dest / SLIM_KERNEL, keep_for_hopper)
     full.unlink()
     staging.rmdir()
     total = sum(p.stat().st_size for p in dest.iterdir())

@@ -45,7 +45,7 @@ def python_path(work: Path, tree: str) -> str:
         work / tree,
         work / "deps",
         REPO / "pkgs" / "server" / "src",
-        REPO / "checks" / "bitexact" / "src",
+        REPO / "pkgs" / "bitexact" / "src",
     ]
     return os.pathsep.join(str(p) for p in parts)
 

@@ -75,25 +75,21 @@ def _sweep_configs(mods) -> dict[str, dict | None]:  # noqa: ANN001
 
 def _bit_failures(mods, shape: tuple[int, int], configs: dict[str, dict | None]) -> list[str]:  # noqa: ANN001
     """How each config differs from the first route (M = 1..16) or from its own rows alone; [] when none."""
-    import torch
+    import functools
+
+    from gemm_bits import first_difference
 
     a, b, _ = _operands(*shape)
     first = {m: mods.first.first_route_matmul(a[:m].contiguous(), b) for m in range(1, CAP + 1)}
     failures = []
     for name, config in configs.items():
         try:
-            full = mods.route.small_m_matmul(a, b, config=config)
-            for m in range(1, CAP + 1):
-                got = full if m == CAP else mods.route.small_m_matmul(a[:m].contiguous(), b, config=config)
-                if not torch.equal(got, first[m]):
-                    failures.append(f"{name}: M={m} differs from the first route")
-                    break
-            for i in range(CAP):
-                if not torch.equal(mods.route.small_m_matmul(a[i : i + 1], b, config=config)[0], full[i]):
-                    failures.append(f"{name}: row {i} alone differs from row {i} at M={CAP}")
-                    break
+            route = functools.partial(mods.route.small_m_matmul, b=b, config=config)
+            difference = first_difference(route, a, first)
         except Exception as error:  # a config that cannot run is a failure too, named with its error
-            failures.append(f"{name}: {type(error).__name__}: {str(error)[:200]}")
+            difference = f"{type(error).__name__}: {str(error)[:200]}"
+        if difference is not None:
+            failures.append(f"{name}: {difference}")
     return failures
 
 

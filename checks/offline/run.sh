@@ -11,7 +11,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 echo "offline: installing test dependencies into $venv" >&2
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r checks/requirements-offline.txt
-for project in checks/bitexact pkgs/server pkgs/lock; do
+for project in pkgs/bitexact pkgs/server pkgs/lock; do
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$project"
 done
 
@@ -28,4 +28,4 @@ echo "offline: ruff (lint and format)" >&2
 
 echo "offline: pytest" >&2
 exec "$venv/bin/python" -m pytest --rootdir . -p no:cacheprovider --import-mode=importlib -ra "$@" \
-  checks/offline checks/bitexact/tests checks/gpu
+  checks/offline checks/gpu

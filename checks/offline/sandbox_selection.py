@@ -22,9 +22,9 @@ import pytest
 
 MARK_EXPRESSION = "not network and not nix and not docker and not browser"
 # The same directories as checks/offline/run.sh.
-PATHS = ("checks/offline", "checks/bitexact/tests", "checks/gpu")
+PATHS = ("checks/offline", "checks/gpu")
 # The repository's own Python packages, imported from this tree (no install step in a sandbox).
-SOURCES = ("pkgs/server/src", "pkgs/lock/src", "checks/bitexact/src", "images/entrypoint/src")
+SOURCES = ("pkgs/server/src", "pkgs/lock/src", "pkgs/bitexact/src", "images/entrypoint/src")
 
 
 def pytest_args(extra: list[str]) -> list[str]:

@@ -1,4 +1,4 @@
-"""checks/perf/breakdown.py: kernel names sorted into GEMM / GDN / attention / rest, and per-cycle totals
+"""bench/perf/breakdown.py: kernel names sorted into GEMM / GDN / attention / rest, and per-cycle totals
 from a real torch.profiler trace (recorded here on the CPU) carrying GPU events in Kineto's schema
 (checks/offline/perf_traces.py says where each field comes from)."""
 
@@ -13,7 +13,7 @@ import perf_traces
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "checks" / "perf"))
+sys.path.insert(0, str(REPO / "bench" / "perf"))
 import breakdown  # noqa: E402
 
 # (kernel name as the profiler names it, component, label, where the name comes from)

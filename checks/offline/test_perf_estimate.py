@@ -1,4 +1,4 @@
-"""checks/perf/target_estimate.py: the labelled model scaling H200 component times to the recipe's card."""
+"""bench/perf/target_estimate.py: the labelled model scaling H200 component times to the recipe's card."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "checks" / "perf"))
+sys.path.insert(0, str(REPO / "bench" / "perf"))
 import target_estimate as te  # noqa: E402
 
 # Cards with round figures, so every expected number below is worked out by hand.

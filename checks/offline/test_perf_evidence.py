@@ -13,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 EVIDENCE = REPO / "docs" / "evidence" / "perf-h200-2026-11-30"
 PAGE = REPO / "docs" / "performance.md"
-sys.path.insert(0, str(REPO / "checks" / "perf"))
+sys.path.insert(0, str(REPO / "bench" / "perf"))
 import breakdown  # noqa: E402
 import run  # noqa: E402
 

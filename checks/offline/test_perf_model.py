@@ -1,4 +1,4 @@
-"""checks/perf/model_27b.py: the 27B-shaped configs are the geometry the kernel checks assume, everything else
+"""bench/perf/model_27b.py: the 27B-shaped configs are the geometry the kernel checks assume, everything else
 is checks/e2e/tiny_model.py's; the parameter count is what transformers builds from the config; the memory
 sizing reproduces the pools of the committed e2e server logs and says the shape fits the H200."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "checks" / "perf"))
+sys.path.insert(0, str(REPO / "bench" / "perf"))
 sys.path.insert(0, str(REPO / "checks" / "gpu"))
 import model_27b  # noqa: E402
 import smallm_plan  # noqa: E402

@@ -1,5 +1,5 @@
 """Issue 11's runner: the perf recipe differs from the recipe only in the model paths and
-`--load-format dummy`; the launcher turns its variants into the three servers; checks/perf/run.py checks
+`--load-format dummy`; the launcher turns its variants into the three servers; bench/perf/run.py checks
 the server's account of speculation, drives SGLang's profiling endpoints, packs results within the device
 tool's limits and builds the tables. No SGLang server can run here (no GPU): the profiling flow runs
 against a stand-in written from SGLang 0.5.20's `srt/entrypoints/http_server.py` (`/generate` streaming
@@ -27,7 +27,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 PERF = REPO / "nix" / "recipes" / "perf-27b-shape.json"
-sys.path.insert(0, str(REPO / "checks" / "perf"))
+sys.path.insert(0, str(REPO / "bench" / "perf"))
 import run  # noqa: E402
 from exactlaunch.cli import plan  # noqa: E402
 from exactlaunch.recipe import load_recipe  # noqa: E402
@@ -48,8 +48,8 @@ def test_the_perf_recipe_changes_only_the_model_paths_and_the_load_format() -> N
         assert perf[key] == recipe[key], key
     assert {k: v for k, v in perf["variants"].items() if k not in ADDED_VARIANTS} == recipe["variants"]
     assert set(perf["variants"]) - set(recipe["variants"]) == ADDED_VARIANTS
-    assert perf["model"]["path"] == ".e2e/perf-27b/target"  # where checks/perf/h200.sh model writes it
-    assert "checks/perf/model_27b.py .e2e/perf-27b" in (REPO / "checks" / "perf" / "h200.sh").read_text()
+    assert perf["model"]["path"] == ".e2e/perf-27b/target"  # where bench/perf/h200.sh model writes it
+    assert "bench/perf/model_27b.py .e2e/perf-27b" in (REPO / "bench" / "perf" / "h200.sh").read_text()
 
 
 def test_the_three_servers_from_the_launcher() -> None:
@@ -270,8 +270,8 @@ def _results(tmp_path: Path, spec_trace: dict[str, Any]) -> Path:
 
 def test_bench_runs_bitexact_against_an_sglang_shaped_server(tmp_path: Path) -> None:
     """The bench stage's command line, run for real by bitexact against bitexact's own SGLang stand-in
-    (checks/bitexact/tests/bx_fake_servers.py, a tiny transformers model behind SGLang's HTTP shapes)."""
-    sys.path.insert(0, str(REPO / "checks" / "bitexact" / "tests"))
+    (checks/offline/bitexact/bx_fake_servers.py, a tiny transformers model behind SGLang's HTTP shapes)."""
+    sys.path.insert(0, str(REPO / "checks" / "offline" / "bitexact"))
     from bx_fake_servers import Backend, FakeServer
     from bx_tiny_models import make_model
 

@@ -85,7 +85,7 @@ def test_every_readme_command_names_real_outputs_verbs_and_flags(flake: Flake) -
         ("docker run --gpus all bitexact-sglang:latest", "the flake's images are"),
         ("docker load -i elsewhere.tar", "no earlier command writes that archive"),
         ("bash checks/offline/runn.sh", "no such script"),
-        ("pip install ./checks/bitexactt", "no Python project"),
+        ("pip install ./pkgs/bitexactt", "no Python project"),
         ("bitexat parity A B", "not a program"),
     ],
 )

@@ -31,7 +31,7 @@ CHECK = "(import ./nix/python-offline-tests.nix)"
 SUBSET = "(import ./nix/lib/source-subset.nix)"
 # Areas whose Nix-free, network-free tests must run (not merely be collected) in the selection.
 MUST_RUN = {
-    "bitexact (tiny transformers models and fake servers)": "checks.bitexact.tests.",
+    "bitexact (tiny transformers models and fake servers)": "checks.offline.bitexact.",
     "launcher": "checks.offline.test_launcher_",
     "image entrypoint": "checks.offline.test_entrypoint",
     "lock tool": "checks.offline.test_lock_",

@@ -1,4 +1,4 @@
-"""checks/upstream_eval's parts that run without the upstream snapshots: each assertion over derivations
+"""bench/upstream_eval's parts that run without the upstream snapshots: each assertion over derivations
 as `nix derivation show` prints them (passing on the shape the fixed flake has, failing on the shape
 81aebf1 had), and the evaluation-only pin set, which nix/lib must find complete (so that no output can
 evaluate as a `*-needs-pins` stand-in). The evaluation itself is hand-run (docs/verification.md)."""
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "checks" / "upstream_eval"))
+sys.path.insert(0, str(ROOT / "bench" / "upstream_eval"))
 
 import assertions as check  # noqa: E402
 import workspace  # noqa: E402

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Issue 11 on a GPU host with no network, after checks/e2e/h200.sh stash and build (docs/performance.md has
+# the whole call plan). State lives under $E2E_WORK (trees, deps) and $PERF_RESULTS (results, kept across
+# calls while the machine is held); each call packs what it finished into $OUT.
+#   bash bench/perf/h200.sh model [--layers N]       write the 27B-shaped configs to .e2e/perf-27b
+#   bash bench/perf/h200.sh measure SERVER [run.py measure options]
+#        SERVER: exact-spec, stock-spec or exact-no-spec (run.py measure --server; repeat it for several)
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 2
+work=${E2E_WORK:-/tmp/bitexact-e2e}
+results=${PERF_RESULTS:-$work/perf-results}
+py=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+step=${1:?step: model or measure}
+shift
+case "$step" in
+  model)
+    "$py" bench/perf/model_27b.py .e2e/perf-27b "$@" ;;
+  measure)
+    server=${1:?server: exact-spec, stock-spec or exact-no-spec}
+    shift
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+    "$py" bench/perf/run.py measure --work "$work" --results "$results" --server "$server" \
+      --out "${OUT:?OUT: the folder whose files come back}" "$@"
+    status=$?
+    cat "$OUT"/perf-*.txt 2>/dev/null
+    exit $status ;;
+  *)
+    echo "perf/h200.sh: unknown step $step" >&2
+    exit 2 ;;
+esac

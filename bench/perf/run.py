@@ -1,0 +1,593 @@
+"""What exactness costs end to end (issue 11): three SGLang servers of the 27B-shaped model on one GPU.
+
+Servers (SERVERS; variants of nix/recipes/perf-27b-shape.json, the recipe's argv with only the model paths
+changed and `--load-format dummy` added):
+- `exact-spec`: the recipe (speculation on, `--enable-deterministic-inference`), patched tree, through
+  the launcher (`perf-exact-spec`: the recipe plus simulated acceptance);
+- `stock-spec`: the released tree, the launcher's printed argv without `--enable-deterministic-inference`
+  (`perf-stock-spec`), the same simulated acceptance;
+- `exact-no-spec`: patched tree, the recipe's `no-spec` variant.
+Random weights accept no drafts, so both speculative servers run with SGLang's own
+`SGLANG_SIMULATE_ACC_LEN` (srt/speculative/dflash_worker_v2.py calls
+dflash_utils.apply_dflash_simulated_acceptance: every verify step commits that many tokens;
+`real-draft-token` commits the drafter's tokens and the target's own next one); the length is the
+recipe variant's, and the server's meta_info must report it.
+
+Per server, each stage is written as it finishes and skipped on a rerun when its output exists:
+1. start (checks/e2e/batteries.py's Server; host settings as there) and wait for /health_generate;
+2. `meta.json`: one /generate's meta_info, checked (speculation at the stated length, or none);
+3. `bench.json` + `bench/`: `bitexact bench` at --lengths (single stream, decode t/s and time to first
+   token; its JSONL resumes per length); `--bench-tag 128k --lengths 131072 --no-profile` adds
+   `bench-128k.json` later without redoing the rest;
+4. `breakdown.json` + `profile/`: a streaming request at --profile-prompt tokens, SGLang's /start_profile
+   for --profile-steps forward steps (activities CPU and GPU, no stacks, no shapes), then
+   bench/perf/breakdown.py on the trace;
+then the server stops and `run.json` records the timings. `--out` packs the results into the device tool's
+$OUT after every stage (at most 8 files come back: one tarball, one trace and one text per server).
+
+Usage (repository root, GPU host, after checks/e2e/h200.sh stash/build and bench/perf/h200.sh model):
+    python bench/perf/run.py measure --work WORK --results DIR --server exact-spec --out "$OUT"
+    python bench/perf/run.py pack --results DIR --out "$OUT"
+    python bench/perf/run.py summarize DIR [--markdown FILE]      # here too: the tables, from results
+Exit status: 0 done, 2 an error (named on stderr), 3 out of time in this call (rerun the same command).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO / "checks" / "e2e"))
+sys.path.insert(0, str(HERE))
+import batteries  # noqa: E402  (checks/e2e/batteries.py: Server, host env, meta_sample)
+import breakdown  # noqa: E402
+import target_estimate  # noqa: E402
+
+RECIPE = REPO / "nix" / "recipes" / "perf-27b-shape.json"
+LENGTHS = "640,2200,32768"
+NEW_TOKENS = 128
+PROFILE_PROMPT = 2200
+PROFILE_STEPS = 6
+PROFILE_TOKENS = 2048  # the profiled request's budget: it is aborted once the trace is written
+PROFILE_WAIT_S = 120.0  # for the trace after /start_profile, and again after /stop_profile
+MAX_TRACE_BYTES = 16 * 1024 * 1024 - 4096  # the device tool returns files up to 16 MiB
+OUT_OF_TIME = 3
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    name: str
+    tree: str
+    variant: str
+    speculative: bool
+    description: str
+
+
+SERVERS = {
+    s.name: s
+    for s in (
+        ServerSpec("exact-spec", "patched", "perf-exact-spec", True, "exact, speculation on (the recipe)"),
+        ServerSpec("stock-spec", "stock", "perf-stock-spec", True, "stock tree, no deterministic inference"),
+        ServerSpec("exact-no-spec", "patched", "no-spec", False, "exact, speculation off"),
+    )
+}
+
+
+class RunError(RuntimeError):
+    """A stage failed; the message names what and where its log is."""
+
+
+class OutOfTime(RuntimeError):
+    """Too little of this call's time is left for the next stage; a rerun resumes."""
+
+
+def log(message: str) -> None:
+    print(f"[perf {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def recipe() -> dict[str, Any]:
+    return json.loads(RECIPE.read_text())
+
+
+def accept_len(spec: ServerSpec) -> float | None:
+    """The simulated accept length the recipe variant states (None for a server without speculation)."""
+    if not spec.speculative:
+        return None
+    env = recipe()["variants"][spec.variant].get("env", {})
+    if "SGLANG_SIMULATE_ACC_LEN" not in env:
+        raise RunError(f"{RECIPE}: variant {spec.variant} states no SGLANG_SIMULATE_ACC_LEN")
+    return float(env["SGLANG_SIMULATE_ACC_LEN"])
+
+
+def model_dirs() -> tuple[Path, Path]:
+    r = recipe()
+    return REPO / r["model"]["path"], REPO / r["drafter"]["path"]
+
+
+def check_ready(work: Path) -> None:
+    """The assembled trees and the model folders exist (they live only while the GPU machine is held)."""
+    missing = [
+        str(work / p) for p in ("patched/sglang", "stock/sglang", "deps/.complete") if not (work / p).exists()
+    ]
+    if missing:
+        raise RunError(
+            f"not assembled: {', '.join(missing)} missing. Run `bash checks/e2e/h200.sh stash ...` and "
+            "`bash checks/e2e/h200.sh build` first (docs/performance.md, calls 1 and 2); a machine that was "
+            "given back between calls starts bare"
+        )
+    for folder in model_dirs():
+        if not (folder / "config.json").exists():
+            raise RunError(f"no {folder}/config.json: run `bash bench/perf/h200.sh model` first")
+
+
+# ---- HTTP ----
+
+
+def post(port: int, path: str, body: dict[str, Any] | None, timeout: float = 60) -> str:
+    data = json.dumps(body).encode() if body is not None else b""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", data=data, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return answer.read().decode(errors="replace")
+    except urllib.error.HTTPError as error:
+        raise RunError(
+            f"POST {path}: HTTP {error.code}: {error.read().decode(errors='replace')[:500]}"
+        ) from None
+    except (urllib.error.URLError, OSError) as error:
+        raise RunError(f"POST {path}: {error}") from None
+
+
+class Stream(threading.Thread):
+    """One streaming /generate in the background; counts the chunks that carry tokens."""
+
+    def __init__(self, port: int, ids: list[int], max_new_tokens: int) -> None:
+        super().__init__(daemon=True)
+        self.port, self.ids, self.max_new_tokens = port, ids, max_new_tokens
+        self.chunks = 0
+        self.error: str | None = None
+
+    def run(self) -> None:
+        body = {
+            "input_ids": self.ids,
+            "sampling_params": {
+                "temperature": 0.0,
+                "max_new_tokens": self.max_new_tokens,
+                "ignore_eos": True,
+            },
+            "stream": True,
+        }
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/generate",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=600) as answer:
+                for raw in answer:
+                    if raw.startswith(b"data:") and b"output_ids" in raw:
+                        self.chunks += 1
+        except Exception as error:  # reported by the caller, which decides whether it matters
+            self.error = f"{type(error).__name__}: {error}"
+
+
+# ---- stages ----
+
+
+def speculation_phrase(info: dict[str, Any], expected: float) -> str:
+    """SGLang's meta_info on speculation, against the stated accept length."""
+    tokens = info.get("completion_tokens")
+    return (
+        f"accept length {float(info.get('spec_accept_length') or 0):.2f} over "
+        f"{int(info.get('spec_verify_ct') or 0)} verify steps"
+        + (f" of {tokens} tokens" if tokens else "")
+        + f" (stated {expected:g}; a step cut short by max_new_tokens lowers the mean)"
+    )
+
+
+def check_meta(spec: ServerSpec, meta: dict[str, Any]) -> dict[str, Any]:
+    """meta_info must show speculation at the stated length (spec servers) or no speculation."""
+    expected = accept_len(spec)
+    verify = int(meta.get("spec_verify_ct") or 0)
+    length = meta.get("spec_accept_length")
+    if expected is None:
+        ok = verify == 0
+        why = "no verify steps" if ok else f"{verify} verify steps in a server without speculation"
+    else:
+        ok = verify > 0 and length is not None and abs(float(length) - expected) <= 0.5
+        why = speculation_phrase(meta, expected) if verify else "no verify steps: speculation did not run"
+    return {"meta_info": meta, "expected_accept_length": expected, "ok": ok, "check": why}
+
+
+def bench_name(args: argparse.Namespace) -> str:
+    tag = getattr(args, "bench_tag", "")
+    return f"bench-{tag}" if tag else "bench"
+
+
+def bench(
+    spec: ServerSpec, args: argparse.Namespace, out: Path, port: int, remaining: float
+) -> dict[str, Any]:
+    tokenizer = args.tokenizer or str(model_dirs()[0])
+    command = [
+        sys.executable,
+        "-m",
+        "bitexact",
+        "bench",
+        f"sglang+http://127.0.0.1:{port}",
+        "--lengths",
+        args.lengths,
+        "--tokenizer",
+        tokenizer,
+        "--new-tokens",
+        str(args.new_tokens),
+        "--warmup",
+        str(args.warmup),
+        "--out",
+        str(out / bench_name(args)),
+        "--json",
+    ]
+    with (out / f"{bench_name(args)}.log").open("a") as stderr:
+        stderr.write("+ " + " ".join(command) + "\n")
+        stderr.flush()
+        try:
+            done = subprocess.run(
+                command,
+                cwd=REPO,
+                env=batteries.base_env(args.work, spec.tree, RECIPE),
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                timeout=max(remaining, 1),
+            )
+        except subprocess.TimeoutExpired:
+            raise OutOfTime("bench ran out of this call's time; its finished lengths are kept") from None
+    if done.returncode != 0:
+        raise RunError(f"bitexact bench exited {done.returncode}; see {out / bench_name(args)}.log")
+    return json.loads(done.stdout)
+
+
+def profile(spec: ServerSpec, args: argparse.Namespace, out: Path, port: int) -> Path:
+    """A trace of --profile-steps forward steps in the middle of a long single-stream decode."""
+    folder = (out / "profile").resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(20261130)
+    ids = [rng.randrange(3, 3012) for _ in range(args.profile_prompt)]  # byte and letter-pair tokens
+    stream = Stream(port, ids, PROFILE_TOKENS)
+    stream.start()
+    started = time.monotonic()
+    while stream.chunks < 8:
+        if not stream.is_alive() or time.monotonic() - started > 180:
+            raise RunError(f"the profiled request did not stream 8 chunks ({stream.error or 'timeout'})")
+        time.sleep(0.2)
+    body = {
+        "output_dir": str(folder),
+        "num_steps": args.profile_steps,
+        "activities": ["CPU", "GPU"],
+        "with_stack": False,
+        "record_shapes": False,
+        "profile_id": spec.name,
+        "profile_prefix": "perf",
+    }
+    post(port, "/start_profile", body)
+    trace = _wait_for_trace(folder, PROFILE_WAIT_S)
+    if trace is None:
+        log(f"no trace after {PROFILE_WAIT_S:.0f} s: asking the server to stop profiling")
+        post(port, "/stop_profile", None, timeout=300)
+        trace = _wait_for_trace(folder, PROFILE_WAIT_S)
+    post(port, "/abort_request", {"abort_all": True})
+    stream.join(timeout=60)
+    if trace is None:
+        raise RunError(f"the profiler wrote no *.trace.json.gz under {folder}; see the server log")
+    return trace
+
+
+def _wait_for_trace(folder: Path, timeout: float) -> Path | None:
+    started, last = time.monotonic(), -1
+    while time.monotonic() - started < timeout:
+        found = sorted(folder.glob("*.trace.json.gz"))
+        if found:
+            size = found[0].stat().st_size
+            if size == last and size > 0:
+                return found[0]
+            last = size
+        time.sleep(1)
+    return None
+
+
+def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> None:
+    out = args.results / spec.name
+    out.mkdir(parents=True, exist_ok=True)
+    need_bench = not (out / f"{bench_name(args)}.json").exists()
+    need_profile = not args.no_profile and not (out / "breakdown.json").exists()
+    if not (need_bench or need_profile) and (out / "meta.json").exists():
+        log(f"{spec.name}: results exist in {out}, skipped")
+        return
+    if deadline - time.monotonic() < args.start_timeout + 60:
+        raise OutOfTime(f"{spec.name}: not enough time left in this call to start a server")
+    timings: dict[str, Any] = (
+        json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
+    )
+    timings.update(server=spec.name, tree=spec.tree, variant=spec.variant, accept_len=accept_len(spec))
+    log(f"{spec.name}: starting ({spec.tree} tree, variant {spec.variant})")
+    try:
+        server = batteries.Server(args.work, spec.tree, spec.variant, args.port, out / "server.log", RECIPE)
+    except subprocess.CalledProcessError as error:
+        raise RunError(f"{spec.name}: the launcher could not print the command: {error.stderr}") from None
+    try:
+        try:
+            timings["ready_s"] = round(server.wait_ready(args.start_timeout), 1)
+        except RuntimeError as error:
+            raise RunError(f"{spec.name}: {error}") from None
+        log(f"{spec.name}: ready after {timings['ready_s']} s")
+        meta = check_meta(spec, batteries.meta_sample(args.port, list(range(300, 340)), max_new_tokens=128))
+        (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+        log(f"{spec.name}: {meta['check']}")
+        if not meta["ok"]:
+            raise RunError(f"{spec.name}: {meta['check']}; see {out / 'meta.json'}")
+        pack_if(args, [spec.name])
+        if need_bench:
+            remaining = deadline - time.monotonic() - 30
+            if remaining < 90:
+                raise OutOfTime(f"{spec.name}: not enough time left for the bench")
+            began = time.monotonic()
+            summary = bench(spec, args, out, args.port, remaining)
+            (out / f"{bench_name(args)}.json").write_text(json.dumps(summary, indent=1) + "\n")
+            timings[f"{bench_name(args)}_s"] = round(time.monotonic() - began, 1)
+            log(f"{spec.name}: {bench_name(args)} done in {timings[f'{bench_name(args)}_s']} s")
+            pack_if(args, [spec.name])
+        if need_profile:
+            if deadline - time.monotonic() < 90:
+                raise OutOfTime(f"{spec.name}: not enough time left to profile")
+            began = time.monotonic()
+            trace = profile(spec, args, out, args.port)
+            try:
+                result = breakdown.analyse(breakdown.load_events(trace), source=trace.name)
+            except breakdown.TraceError as error:
+                raise RunError(f"{spec.name}: {error}") from None
+            (out / "breakdown.json").write_text(json.dumps(result, indent=1) + "\n")
+            (out / "breakdown.md").write_text(breakdown.markdown(result, f"{spec.name}: {spec.description}"))
+            timings["profile_s"] = round(time.monotonic() - began, 1)
+            log(f"{spec.name}: breakdown written ({result['cycles']} cycles)")
+    finally:
+        server.stop()
+        timings["date_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        report = args.work / "assemble-report.json"
+        if report.exists():
+            timings["host"] = json.loads(report.read_text()).get("host")
+        (out / "run.json").write_text(json.dumps(timings, indent=1) + "\n")
+        pack_if(args, [spec.name])
+
+
+def measure(args: argparse.Namespace) -> int:
+    deadline = time.monotonic() + args.deadline_s
+    check_ready(args.work)
+    names = args.server or list(SERVERS)
+    pack_if(args)  # $OUT starts empty in each call: servers finished in earlier calls come back too
+    for name in names:
+        measure_one(SERVERS[name], args, deadline)
+    return 0
+
+
+# ---- pack: results -> $OUT (at most 8 files, 16 MiB each) ----
+
+
+def pack_if(args: argparse.Namespace, names: list[str] | None = None) -> None:
+    """Pack `names` (default: this call's servers) into --out, when given."""
+    if getattr(args, "out", None):
+        pack(args.results, args.out, names or args.server or list(SERVERS))
+
+
+def pack(results: Path, out: Path, names: list[str]) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in names:
+        folder = results / name
+        if not folder.is_dir():
+            continue
+        tarball = out / f"perf-{name}.tar.gz"
+        with tarfile.open(tarball, "w:gz") as tar:
+            tar.add(folder, arcname=name, filter=lambda t: None if "/profile/" in f"/{t.name}/" else t)
+        written.append(tarball)
+        for trace in (
+            sorted((folder / "profile").glob("*.trace.json.gz")) if (folder / "profile").is_dir() else []
+        ):
+            if trace.stat().st_size > MAX_TRACE_BYTES:
+                log(f"{trace} is {trace.stat().st_size} bytes, over the device tool's 16 MiB: not packed")
+                continue
+            shutil.copyfile(trace, out / f"{name}.trace.json.gz")
+            written.append(out / f"{name}.trace.json.gz")
+        text = out / f"perf-{name}.txt"
+        text.write_text(server_text(folder))
+        written.append(text)
+    return written
+
+
+def server_text(folder: Path) -> str:
+    parts = []
+    for name in ("run.json", "meta.json"):
+        if (folder / name).exists():
+            parts.append(f"== {name}\n{(folder / name).read_text()}")
+    for path in sorted(folder.glob("bench*.json")):
+        rows = json.loads(path.read_text()).get("rows", [])
+        parts.append(
+            f"== {path.stem}\n"
+            + "\n".join(
+                f"{r['prompt_tokens']} tokens: {r['decode_tps']:.2f} t/s, TTFT {r['ttft_s']:.3f} s"
+                for r in rows
+            )
+        )
+    if (folder / "breakdown.md").exists():
+        parts.append("== breakdown\n" + (folder / "breakdown.md").read_text())
+    return "\n\n".join(parts) + "\n"
+
+
+# ---- summarize: the tables docs/performance.md holds, from results folders ----
+
+
+def _load(folder: Path, name: str) -> Any:
+    path = folder / name
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _bench_rows(folder: Path) -> list[dict[str, Any]]:
+    """Rows of every bench of a server (bench.json, and tagged ones such as bench-128k.json)."""
+    return [
+        r for path in sorted(folder.glob("bench*.json")) for r in json.loads(path.read_text()).get("rows", [])
+    ]
+
+
+def meta_line(meta: dict[str, Any]) -> str:
+    """The server's own account of speculation in one line (older meta.json kept the full float)."""
+    info = meta["meta_info"]
+    if not int(info.get("spec_verify_ct") or 0):
+        return "no verify steps"
+    return speculation_phrase(info, meta["expected_accept_length"])
+
+
+def consistency(
+    benches: dict[str, list[dict[str, Any]]], breakdowns: dict[str, Any], length: int = PROFILE_PROMPT
+) -> list[str]:
+    """The bench's decode rate against the profile's cycle: the two must describe the same server."""
+    lines = []
+    for n, result in breakdowns.items():
+        row = next((r for r in benches.get(n, []) if r["prompt_tokens"] == length), None)
+        if not result or not row:
+            continue
+        tokens = accept_len(SERVERS[n]) or 1.0
+        if not lines:
+            lines += [
+                "",
+                f"Bench against profile at {length} prompt tokens (a cycle: one speculative iteration or "
+                "one decode step; kernel sum exceeds busy time where kernels of two streams overlap):",
+                "",
+                "| server | tokens per cycle | bench ms per cycle | profiled span ms | profiled busy ms | "
+                "kernel sum ms |",
+                "|---|---:|---:|---:|---:|---:|",
+            ]
+        per = result["per_cycle_us"]
+        lines.append(
+            f"| {n} | {tokens:g} | {1000 * tokens / row['decode_tps']:.1f} | {per['span'] / 1000:.1f} | "
+            f"{per['busy'] / 1000:.1f} | {per['total'] / 1000:.1f} |"
+        )
+    return lines
+
+
+def summarize(results: Path) -> str:
+    servers = {name: results / name for name in SERVERS if (results / name).is_dir()}
+    if not servers:
+        raise RunError(
+            f"{results}: no server folders ({', '.join(SERVERS)}); unpack perf-*.tar.gz there first"
+        )
+    benches = {name: _bench_rows(folder) for name, folder in servers.items()}
+    metas = {name: _load(folder, "meta.json") for name, folder in servers.items()}
+    breakdowns = {name: _load(folder, "breakdown.json") for name, folder in servers.items()}
+    lines = ["## Decode rate and time to first token (single stream)", ""]
+    lengths = sorted({r["prompt_tokens"] for rows in benches.values() for r in rows})
+    names = list(servers)
+    lines += [
+        "| prompt tokens | " + " | ".join(f"{n} t/s | {n} TTFT s" for n in names) + " |",
+        "|---:|" + "---:|---:|" * len(names),
+    ]
+    for length in lengths:
+        cells = []
+        for n in names:
+            row = next((r for r in benches[n] if r["prompt_tokens"] == length), None)
+            cells += [f"{row['decode_tps']:.1f}", f"{row['ttft_s']:.2f}"] if row else ["-", "-"]
+        lines.append(f"| {length} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for n in names:
+        meta = metas[n]
+        if meta:
+            lines.append(f"- {n} ({SERVERS[n].description}): {meta_line(meta)}.")
+    lines += consistency(benches, breakdowns)
+    lines += ["", "## Where the GPU time goes, per cycle", ""]
+    for n in names:
+        if breakdowns[n]:
+            tokens = accept_len(SERVERS[n]) or 1.0
+            lines.append(breakdown.markdown(breakdowns[n], f"{n}: {SERVERS[n].description}"))
+            why = "simulated accept length" if SERVERS[n].speculative else "plain decode"
+            per_token = breakdowns[n]["per_cycle_us"]["total"] / tokens
+            lines.append(
+                f"Tokens per cycle: {tokens:g} ({why}); GPU kernel time per output token "
+                f"{per_token:.1f} us.\n"
+            )
+    exact, stock = breakdowns.get("exact-spec"), breakdowns.get("stock-spec")
+    if exact and stock:
+        e_us = {c: exact["per_cycle_us"][c] for c in target_estimate.COMPONENTS}
+        s_us = {c: stock["per_cycle_us"][c] for c in target_estimate.COMPONENTS}
+        lines += ["## Target card: a model, not a measurement", ""]
+        for route in (target_estimate.ROUTE_OVER_CUBLAS, None):
+            est = target_estimate.estimate(e_us, s_us, route_over_cublas=route)
+            lines.append(target_estimate.markdown(est, e_us, s_us))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="verb", required=True)
+    m = sub.add_parser("measure", help="start each server, bench, profile, stop (GPU host)")
+    m.add_argument("--work", type=Path, required=True, help="checks/e2e/assemble.py's folder")
+    m.add_argument("--results", type=Path, required=True, help="results folder (kept across calls)")
+    m.add_argument("--server", action="append", choices=list(SERVERS), help="default: all three, in order")
+    m.add_argument("--lengths", default=LENGTHS, help=f"bench prompt lengths (default {LENGTHS})")
+    m.add_argument(
+        "--bench-tag", default="", help="a further bench of other --lengths: bench-TAG.json beside bench.json"
+    )
+    m.add_argument("--new-tokens", type=int, default=NEW_TOKENS)
+    m.add_argument("--warmup", type=int, default=1)
+    m.add_argument("--tokenizer", help="bench prompts' tokenizer (default: the 27B-shaped target's folder)")
+    m.add_argument("--profile-prompt", type=int, default=PROFILE_PROMPT, help="profiled context, tokens")
+    m.add_argument("--profile-steps", type=int, default=PROFILE_STEPS, help="forward steps profiled")
+    m.add_argument("--no-profile", action="store_true")
+    m.add_argument("--port", type=int, default=batteries.PORT)
+    m.add_argument("--start-timeout", type=float, default=420.0)
+    m.add_argument("--deadline-s", type=float, default=560.0, help="this call's time budget")
+    m.add_argument("--out", type=Path, help="pack results here after every stage (the device tool's $OUT)")
+    p = sub.add_parser("pack", help="copy results into $OUT within the device tool's limits")
+    p.add_argument("--results", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--server", action="append", choices=list(SERVERS))
+    s = sub.add_parser("summarize", help="the tables and the target-card estimate, from results folders")
+    s.add_argument("results", type=Path)
+    s.add_argument("--markdown", type=Path, help="write the tables here too")
+    args = parser.parse_args(argv)
+    try:
+        if args.verb == "measure":
+            args.results = args.results.resolve()
+            return measure(args)
+        if args.verb == "pack":
+            for path in pack(args.results, args.out, args.server or list(SERVERS)):
+                print(path)
+            return 0
+        text = summarize(args.results)
+        if args.markdown:
+            args.markdown.write_text(text)
+        print(text, end="")
+        return 0
+    except OutOfTime as error:
+        log(f"out of time: {error}; rerun the same command to continue")
+        return OUT_OF_TIME
+    except RunError as error:
+        print(f"perf: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    sys.exit(main())

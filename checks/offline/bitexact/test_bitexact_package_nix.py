@@ -1,0 +1,57 @@
+"""pkgs/bitexact/default.nix agrees with pyproject.toml (name, version, entry point, optional dependencies). nixpkgs is
+unreachable here, so the function is evaluated with stand-ins for `lib` and `python3Packages` that
+record what it passes on; the real build runs where nixpkgs is (the flake's packages.bitexact)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[3] / "pkgs" / "bitexact"
+
+STUBS = """
+let
+  lib = {
+    fileset = { toSource = a: { root = toString a.root; files = map toString a.fileset; }; unions = l: l; };
+    optionals = c: l: if c then l else [ ];
+    licenses.asl20 = "asl20";
+  };
+  python3Packages = {
+    buildPythonApplication = a: removeAttrs a [ "installCheckPhase" ];
+    setuptools = "setuptools"; torch = "torch"; transformers = "transformers";
+  };
+  f = import PACKAGE;
+in {
+  plain = f { inherit lib python3Packages; };
+  hf = f { inherit lib python3Packages; withTransformers = true; };
+}
+"""
+
+
+@pytest.mark.nix
+@pytest.mark.skipif(shutil.which("nix-instantiate") is None, reason="nix-instantiate not on PATH")
+def test_package_nix_matches_pyproject():
+    expr = STUBS.replace("PACKAGE", str(PACKAGE / "default.nix"))
+    env = {**os.environ, "NIX_CONFIG": "experimental-features = nix-command flakes"}
+    out = subprocess.run(
+        ["nix-instantiate", "--eval", "--strict", "--json", "--expr", expr],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
+    got = json.loads(out)
+    project = tomllib.loads((PACKAGE / "pyproject.toml").read_text())["project"]
+    plain = got["plain"]
+    assert (plain["pname"], plain["version"]) == (project["name"], project["version"])
+    assert plain["meta"]["mainProgram"] in project["scripts"]
+    assert plain["dependencies"] == [] == project["dependencies"]
+    assert got["hf"]["dependencies"] == ["torch", "transformers"]
+    assert {d.split(">")[0] for d in project["optional-dependencies"]["hf"]} == {"torch", "transformers"}
+    assert sorted(Path(p).name for p in plain["src"]["files"]) == ["pyproject.toml", "src"]

@@ -1,0 +1,283 @@
+"""`bitexact golden record|check ENGINE`: values recorded on one card, compared on later runs of that card."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from bitexact import __version__
+from bitexact.commands.common import (
+    add_prompt_options,
+    emit,
+    report_tokenizer,
+    resolve_prompts,
+    run_side,
+    settings_of,
+    write_reports,
+)
+from bitexact.commands.parity import write_comparison
+from bitexact.engines.base import Settings
+from bitexact.engines.spec import parse_engine
+from bitexact.errors import UsageError
+from bitexact.golden import build_record, golden_path, load_golden, write_record
+from bitexact.identity import CPU, detect_card, gpu_info
+from bitexact.presets import _side, load_recipe
+from bitexact.report.html import record_html
+from bitexact.report.markdown import record_markdown
+from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
+from bitexact.summary import comparison_summary
+
+SLUG = re.compile(r"[a-z0-9][a-z0-9._-]*")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("golden", help="golden records per card and recipe")
+    verbs = p.add_subparsers(dest="golden_verb", required=True, metavar="{record,check}")
+    for name, helptext in (
+        ("record", "record a golden on this card"),
+        ("check", "compare with this card's golden"),
+    ):
+        q = verbs.add_parser(name, help=helptext)
+        q.add_argument("engine")
+        q.add_argument(
+            "--card",
+            help="slug of the card the engine runs on (default: this machine's GPU, for engines in process "
+            "or on 127.0.0.1; required for a server elsewhere, or where no GPU is visible)",
+        )
+        q.add_argument("--recipe", help="recipe JSON: its name keys the golden (default: $BITEXACT_RECIPE)")
+        q.add_argument("--recipe-name", help="key goldens by this name instead of a recipe file's")
+        q.add_argument(
+            "--variant", default="recipe", help="the recipe variant the server runs (default recipe)"
+        )
+        q.add_argument(
+            "--spec", choices=REQUIREMENTS, help="must the engine speculate? (default: from the variant)"
+        )
+        q.add_argument(
+            "--golden-dir",
+            type=Path,
+            help="where goldens live (default: checks/golden of the repository holding the recipe file, "
+            "or of the one around the current directory)",
+        )
+        q.add_argument("--golden", type=Path, help="the golden file itself (overrides --golden-dir)")
+        q.add_argument(
+            "--build-id",
+            default=os.environ.get("BITEXACT_BUILD_ID"),
+            help="build identity for metadata (default: $BITEXACT_BUILD_ID)",
+        )
+        if name == "record":
+            q.add_argument("--force", action="store_true", help="replace an existing golden")
+        add_prompt_options(q)
+        q.set_defaults(run=record if name == "record" else check)
+
+
+def card_of(args: argparse.Namespace) -> str:
+    """The card the engine computes on. Never guessed: a server elsewhere runs on a card this machine
+    cannot see (SGLang's /server_info names none), and a machine without a GPU cannot name one."""
+    if args.card:
+        if not SLUG.fullmatch(args.card):
+            raise UsageError(
+                f"--card {args.card!r}: a card slug is lowercase letters, digits, '.', '_' or '-'"
+            )
+        return args.card
+    spec = parse_engine(args.engine)
+    if spec.kind == "hf" and spec.params.get("device", "cpu") == "cpu":
+        return "cpu"
+    if not spec.local:
+        raise UsageError(
+            f"engine {args.engine!r} runs on another machine: its card cannot be seen from here and the "
+            "server does not report it; pass --card SLUG, the slug of the server's card (e.g. h200, "
+            "rtx-pro-6000-blackwell)"
+        )
+    card = detect_card()
+    if card == CPU:  # detect_card's answer where no NVIDIA GPU is visible
+        raise UsageError(
+            f"no NVIDIA GPU is visible on this machine, so the card behind {args.engine!r} is unknown "
+            "(a golden keyed 'cpu' would be wrong); pass --card SLUG, the slug of the server's card"
+        )
+    return card
+
+
+def golden_dir_of(args: argparse.Namespace) -> Path:
+    """--golden-dir; else checks/golden of the repository that holds the recipe file
+    (<repo>/nix/recipes/NAME.json), else of the repository around the current directory. Never a
+    checks/golden made up in whatever directory one happens to be in."""
+    if args.golden_dir:
+        return args.golden_dir
+    recipe = args.recipe or os.environ.get("BITEXACT_RECIPE")
+    if recipe:
+        where = Path(recipe).resolve()
+        root = where.parents[2] if len(where.parents) > 2 else where.parent
+        if (
+            where.parent.name == "recipes"
+            and where.parent.parent.name == "nix"
+            and (root / "checks").is_dir()
+        ):
+            return root / "checks" / "golden"
+    for folder in [Path.cwd(), *Path.cwd().parents]:
+        if (folder / "flake.nix").is_file() and (folder / "pkgs" / "bitexact").is_dir():
+            return folder / "checks" / "golden"
+    raise UsageError(
+        "where do goldens live? No repository was found from the recipe file's location or the current "
+        "directory: pass --golden-dir DIR (the repository's checks/golden) or --golden FILE"
+    )
+
+
+def _key(args: argparse.Namespace) -> tuple[str, str, str]:
+    """(card, recipe name, spec requirement)."""
+    spec = args.spec or "any"
+    if args.recipe_name:
+        name = args.recipe_name
+    elif args.recipe or os.environ.get("BITEXACT_RECIPE"):
+        recipe = load_recipe(args.recipe)
+        name = recipe["name"]
+        spec = args.spec or _side(recipe, args.variant).spec
+    else:
+        raise UsageError("goldens are keyed by recipe: pass --recipe FILE or --recipe-name NAME")
+    return card_of(args), name, spec
+
+
+def _path(args: argparse.Namespace, card: str, name: str) -> Path:
+    return (args.golden or golden_path(golden_dir_of(args), card, name)).absolute()
+
+
+def record(args: argparse.Namespace) -> int:
+    card, name, spec = _key(args)
+    path = _path(args, card, name)
+    if path.exists() and not args.force:
+        raise UsageError(
+            f"golden {path} exists; pass --force to replace it (or --golden FILE to write elsewhere)"
+        )
+    settings = settings_of(args)
+    prompts = resolve_prompts(args, [args.engine])
+    gens, identity = run_side(args.engine, prompts, settings, args.out, "golden", tokenizer=args.tokenizer)
+    check_spec(gens, spec, args.engine)
+    metadata = {
+        "recorded": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "bitexact": __version__,
+        "engine": args.engine,
+        "engine_identity": identity,
+        "build_id": args.build_id,
+        "gpu": gpu_info(),
+        "spec": spec_summary(gens, spec),
+    }
+    rec = build_record(
+        card=card,
+        recipe=name,
+        variant=args.variant,
+        settings=settings.to_json(),
+        metadata=metadata,
+        prompts=prompts,
+        generations=gens,
+    )
+    write_record(rec, path)
+    summary: dict[str, Any] = {
+        "verb": "golden record",
+        "title": f"golden record: card {card}, recipe {name}",
+        "path": str(path),
+        "card": card,
+        "recipe": name,
+        "variant": args.variant,
+        "engine": args.engine,
+        "identity": identity,
+        "settings": settings.to_json(),
+        "spec": spec_summary(gens, spec),
+        "prompts": len(prompts),
+        "rows": [
+            {
+                "prompt_id": p.id,
+                "prompt_tokens": len(p.input_ids) if p.input_ids is not None else None,
+                "generated": len(g.token_ids),
+                "first_tokens": ", ".join(str(t) for t in g.token_ids[:8]),
+            }
+            for p, g in zip(prompts, gens, strict=True)
+        ],
+    }
+    summary["reports"] = write_reports(
+        args.out, "golden-record", record_markdown(summary), record_html(summary)
+    )
+    emit(
+        summary,
+        args.json,
+        f"golden record: wrote {path} ({len(prompts)} prompts, card {card}, recipe {name})",
+    )
+    return 0
+
+
+def _stored_settings(args: argparse.Namespace, golden_path_: Path, stored: dict[str, Any]) -> Settings:
+    """The golden's settings; an option that asks for others is refused, never silently ignored."""
+    settings = Settings(
+        max_new_tokens=int(stored["max_new_tokens"]), top_logprobs=int(stored["top_logprobs"])
+    )
+    for option, given, recorded in (
+        ("--max-new-tokens", args.max_new_tokens, settings.max_new_tokens),
+        ("--top-logprobs", args.top_logprobs, settings.top_logprobs),
+    ):
+        if given is not None and given != recorded:
+            raise UsageError(
+                f"{option} {given}: golden {golden_path_} was recorded with {option} {recorded}, and a check "
+                "compares with the same settings; drop the option (or record a new golden)"
+            )
+    return settings
+
+
+def _selected(args: argparse.Namespace, golden: Any) -> tuple[list[Any], list[Any]]:
+    """The golden's prompts (the first --limit of them), or those named by --prompts/--long, each of
+    which must be one of the golden's, sent exactly as recorded; anything else is refused."""
+    by_id = dict(
+        zip((p.id for p in golden.prompts), zip(golden.prompts, golden.generations, strict=True), strict=True)
+    )
+    if not (args.prompts or args.long):
+        pairs = list(by_id.values())[: args.limit or None]
+    else:
+        pairs = []
+        for prompt in resolve_prompts(args, [args.engine]):
+            stored = by_id.get(prompt.id)
+            if stored is None or stored[0].digest() != prompt.digest():
+                what = "is not in" if stored is None else "differs from the one in"
+                raise UsageError(
+                    f"prompt {prompt.id!r} {what} golden {golden.path}: a check runs the golden's own "
+                    "prompts (drop --prompts/--long to run all of them, --limit N for the first N)"
+                )
+            pairs.append(stored)
+    return [p for p, _ in pairs], [g for _, g in pairs]
+
+
+def check(args: argparse.Namespace) -> int:
+    card, name, spec = _key(args)
+    golden = load_golden(_path(args, card, name), card=card, recipe=name)
+    settings = _stored_settings(args, golden.path, golden.record["settings"])
+    prompts, expected = _selected(args, golden)
+    gens, identity = run_side(args.engine, prompts, settings, args.out, "check", tokenizer=args.tokenizer)
+    check_spec(gens, spec, args.engine)
+    summary = comparison_summary(
+        verb="golden check",
+        title=f"golden check: {args.engine} vs {golden.path} (card {card}, recipe {name})",
+        a={
+            "engine": args.engine,
+            "variant": args.variant,
+            "identity": identity,
+            "spec": spec_summary(gens, spec),
+        },
+        b={
+            "engine": f"golden {golden.path}",
+            "variant": golden.record.get("variant"),
+            "identity": golden.record["metadata"],
+        },
+        settings=settings.to_json(),
+        gens_a=gens,
+        gens_b=expected,
+        tokenizer=report_tokenizer(args, [args.engine]),
+    )
+    summary["reports"] = write_comparison(args.out, "golden-check", summary)
+    verdict = "EQUAL" if summary["differ"] == 0 else "DIFFERENT"
+    emit(
+        summary,
+        args.json,
+        f"golden check: {verdict}: {summary['equal']}/{summary['prompts']} prompts equal to {golden.path}; "
+        f"report: {summary['reports'][1]}",
+    )
+    return 0 if summary["differ"] == 0 else 1
