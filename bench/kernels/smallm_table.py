@@ -278,14 +278,19 @@ def _ordered(config: dict, keys: tuple[str, ...]) -> dict:
     return {key: config[key] for key in keys if key in config}
 
 
-def _python(value: object, indent: int) -> str:
-    """`value` (dicts, str, int, float, bool, None) as Python source in the style ruff formats."""
+def python_literal(value: object, indent: int = 0) -> str:
+    """`value` (dicts, lists, str, int, float, bool, None) as Python source in the style ruff formats."""
+    pad = " " * (indent + 4)
     if isinstance(value, dict):
         if not value:
             return "{}"
-        pad = " " * (indent + 4)
-        items = [f"{pad}{_python(k, 0)}: {_python(v, indent + 4)}," for k, v in value.items()]
+        items = [f"{pad}{python_literal(k)}: {python_literal(v, indent + 4)}," for k, v in value.items()]
         return "{\n" + "\n".join(items) + "\n" + " " * indent + "}"
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        items = [f"{pad}{python_literal(v, indent + 4)}," for v in value]
+        return "[\n" + "\n".join(items) + "\n" + " " * indent + "]"
     if isinstance(value, str):
         return json.dumps(value)
     if isinstance(value, bool | int | float) or value is None:
@@ -299,7 +304,7 @@ def rule_literal(rule: dict) -> str:
     small = None if rule["small"] is None else _ordered(rule["small"], keys)
     widths = {int(w): _ordered(p, keys) for w, p in sorted(rule["widths"].items(), key=lambda i: -int(i[0]))}
     tidy = {"small": small, "min_tiles_per_sm": float(rule["min_tiles_per_sm"]), "widths": widths}
-    return _python(tidy, 0)
+    return python_literal(tidy, 0)
 
 
 # --- writing a fitted rule into patch 0004 -----------------------------------------------------------------
@@ -351,15 +356,18 @@ def hunk_problems(patch_text: str) -> list[str]:
     return problems
 
 
-def with_rule(patch_text: str, rule: dict, source: str) -> str:
-    """Patch 0004's text with small_m_tiles.RULE set to `rule` and RULE_SOURCE to `source`."""
-    lines = new_file_from_patch(patch_text, TILES_PATH).splitlines()
+def with_rule(
+    patch_text: str, rule: dict, source: str, path: str = TILES_PATH, literal: str | None = None
+) -> str:
+    """A patch's text with the RULE dict of the file it creates at `path` (patch 0004's small_m_tiles.py by
+    default) set to `rule` (or to the source `literal`) and its RULE_SOURCE to `source`."""
+    lines = new_file_from_patch(patch_text, path).splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("RULE: dict = {"))
     end = next(i for i in range(start, len(lines)) if lines[i] == "}")
-    lines[start : end + 1] = ("RULE: dict = " + rule_literal(rule)).splitlines()
+    lines[start : end + 1] = ("RULE: dict = " + (literal or rule_literal(rule))).splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("RULE_SOURCE = "))
     lines[at] = f"RULE_SOURCE = {json.dumps(source)}"
-    return replace_new_file(patch_text, TILES_PATH, "\n".join(lines) + "\n")
+    return replace_new_file(patch_text, path, "\n".join(lines) + "\n")
 
 
 def report(table: dict, rows: list[dict]) -> list[str]:

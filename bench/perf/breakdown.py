@@ -46,6 +46,7 @@ GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 STEP = re.compile(r"^step\[([A-Z_]+) bs=(\d+)")
 SMALL_M_LABEL = "small-M route (sm120 only)"
+EXACT_GEMM_LABEL = "exact GEMM route (patch 0005)"
 
 
 class TraceError(ValueError):
@@ -67,6 +68,7 @@ def _rule(component: str, label: str, pattern: str) -> Rule:
 # `cutlass`, and nothing of GDN or attention is called gemm).
 RULES: tuple[Rule, ...] = (
     _rule("gemm", SMALL_M_LABEL, r"^_small_m_gemm(_tma)?_kernel$"),
+    _rule("gemm", EXACT_GEMM_LABEL, r"^_exact_gemm(_tma)?_kernel$"),
     _rule("gemm", "persistent Triton (batch-invariant)", r"^(matmul|bmm)_kernel_persistent$"),
     _rule("gemm", "DeepGEMM", r"deep_gemm::|_bf16_gemm_impl"),
     _rule(

@@ -1,4 +1,4 @@
-"""What exactness costs end to end (issue 11): three SGLang servers of the 27B-shaped model on one GPU.
+"""What exactness costs end to end (issues 11, 18): four SGLang servers of the 27B-shaped model on one GPU.
 
 Servers (SERVERS; variants of nix/recipes/perf-27b-shape.json, the recipe's argv with only the model paths
 changed and `--load-format dummy` added):
@@ -6,7 +6,9 @@ changed and `--load-format dummy` added):
   the launcher (`perf-exact-spec`: the recipe plus simulated acceptance);
 - `stock-spec`: the released tree, the launcher's printed argv without `--enable-deterministic-inference`
   (`perf-stock-spec`), the same simulated acceptance;
-- `exact-no-spec`: patched tree, the recipe's `no-spec` variant.
+- `exact-no-spec`: patched tree, the recipe's `no-spec` variant;
+- `stock-no-spec`: the released tree without `--enable-deterministic-inference` and without speculation
+  (`perf-stock-no-spec`): the recipe author's reference row.
 Random weights accept no drafts, so both speculative servers run with SGLang's own
 `SGLANG_SIMULATE_ACC_LEN` (srt/speculative/dflash_worker_v2.py calls
 dflash_utils.apply_dflash_simulated_acceptance: every verify step commits that many tokens;
@@ -84,6 +86,13 @@ SERVERS = {
         ServerSpec("exact-spec", "patched", "perf-exact-spec", True, "exact, speculation on (the recipe)"),
         ServerSpec("stock-spec", "stock", "perf-stock-spec", True, "stock tree, no deterministic inference"),
         ServerSpec("exact-no-spec", "patched", "no-spec", False, "exact, speculation off"),
+        ServerSpec(
+            "stock-no-spec",
+            "stock",
+            "perf-stock-no-spec",
+            False,
+            "stock tree, speculation off (the reference row)",
+        ),
     )
 }
 
@@ -544,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("measure", help="start each server, bench, profile, stop (GPU host)")
     m.add_argument("--work", type=Path, required=True, help="checks/e2e/assemble.py's folder")
     m.add_argument("--results", type=Path, required=True, help="results folder (kept across calls)")
-    m.add_argument("--server", action="append", choices=list(SERVERS), help="default: all three, in order")
+    m.add_argument("--server", action="append", choices=list(SERVERS), help="default: all four, in order")
     m.add_argument("--lengths", default=LENGTHS, help=f"bench prompt lengths (default {LENGTHS})")
     m.add_argument(
         "--bench-tag", default="", help="a further bench of other --lengths: bench-TAG.json beside bench.json"

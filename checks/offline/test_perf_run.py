@@ -32,7 +32,7 @@ import run  # noqa: E402
 from exactlaunch.cli import plan  # noqa: E402
 from exactlaunch.recipe import load_recipe  # noqa: E402
 
-ADDED_VARIANTS = {"perf-exact-spec", "perf-stock-spec"}
+ADDED_VARIANTS = {"perf-exact-spec", "perf-stock-spec", "perf-stock-no-spec"}
 
 
 def test_the_perf_recipe_changes_only_the_model_paths_and_the_load_format() -> None:
@@ -52,22 +52,25 @@ def test_the_perf_recipe_changes_only_the_model_paths_and_the_load_format() -> N
     assert "bench/perf/model_27b.py .e2e/perf-27b" in (REPO / "bench" / "perf" / "h200.sh").read_text()
 
 
-def test_the_three_servers_from_the_launcher() -> None:
+def test_the_four_servers_from_the_launcher() -> None:
     recipe = load_recipe(PERF)
     serving = {"--host": "127.0.0.1", "--port": "30000"}
     launches = {name: plan(recipe, s.variant, serving, {}, "python3") for name, s in run.SERVERS.items()}
     exact, stock, plain = launches["exact-spec"], launches["stock-spec"], launches["exact-no-spec"]
-    assert exact.exact and not stock.exact and plain.exact
+    reference = launches["stock-no-spec"]
+    assert exact.exact and not stock.exact and plain.exact and not reference.exact
+    assert [a for a in plain.argv if a != "--enable-deterministic-inference"] == reference.argv
     assert [a for a in exact.argv if a != "--enable-deterministic-inference"] == stock.argv
     assert exact.argv[3:-4] == list(recipe.argv[3:])  # the recipe's argv, then --host/--port
     assert "--speculative-algorithm" not in plain.argv and "--load-format" in plain.argv
     for launch in (exact, stock):
         assert launch.env.decided["SGLANG_SIMULATE_ACC_LEN"] == "5"
         assert launch.env.decided["SGLANG_SIMULATE_ACC_TOKEN_MODE"] == "real-draft-token"
-    assert "SGLANG_SIMULATE_ACC_LEN" not in plain.env.decided
-    assert [run.accept_len(s) for s in run.SERVERS.values()] == [5.0, 5.0, None]
+    assert "SGLANG_SIMULATE_ACC_LEN" not in plain.env.decided | reference.env.decided
+    assert [run.accept_len(s) for s in run.SERVERS.values()] == [5.0, 5.0, None, None]
     assert {s.tree for s in run.SERVERS.values()} == {"patched", "stock"}
     assert run.SERVERS["stock-spec"].tree == "stock" and run.SERVERS["exact-spec"].tree == "patched"
+    assert run.SERVERS["stock-no-spec"].tree == "stock"
 
 
 def test_server_commands_through_the_e2e_runner(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """The small-M route's kernels and the H200 sweep script, run on a CPU under Triton 3.6's interpreter.
 
 No GPU here, and the H200 gets one call: this runs, before it, everything the interpreter can run. The
-route's files come straight out of patch 0004 (and the marker out of 0001) into a bare tree, and the
+route's files come straight out of the series (route_interpreter.py) into a bare tree, and the
 released triton 3.6.0 wheel (the H200's Triton) runs them with TRITON_INTERPRET=1:
 - bench/kernels/smallm_interpret.py: every sweep kernel, persistent or not, computes a @ w.T, writes nothing
   outside its output, covers every tile, keeps rows independent of M, and falls back from TMA to pointers;
@@ -14,63 +14,27 @@ triton 3.6's interpreter calls int() on one-element arrays (its `__index__`), wh
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from exactlaunch import manifest
-from released_wheels import REPO_ROOT, unpacked_wheel
+import route_interpreter
+from released_wheels import REPO_ROOT
 
 LAB = REPO_ROOT / "bench" / "kernels"
 sys.path.insert(0, str(LAB))
 import smallm_table  # noqa: E402
 
 FIXTURE_NEEDS = {"interpreter_env": ("network",)}
-SERIES = REPO_ROOT / "patches" / "sglang"
-ROUTE_FILES = {
-    "python/sglang/srt/bitexact_patches.py": "0001-bitexact-marker.patch",
-    "python/sglang/srt/batch_invariant_ops/small_m_route.py": "0004-small-m-triton-route.patch",
-    "python/sglang/srt/batch_invariant_ops/small_m_tiles.py": "0004-small-m-triton-route.patch",
-}
-
-
-def route_tree(root: Path) -> Path:
-    """A tree holding only the files the route needs, as the series creates them (empty package inits)."""
-    for path, patch in ROUTE_FILES.items():
-        dest = root / path.removeprefix("python/")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(smallm_table.new_file_from_patch((SERIES / patch).read_text(), path))
-    for package in ("sglang/srt", "sglang/srt/batch_invariant_ops"):
-        (root / package / "__init__.py").touch()
-    # checks/gpu takes a tree only with a content manifest; this one holds 0001's whole output (the marker)
-    # and 0004's new files alone, so its manifest covers 0001 (a subset, as sglang_tree.py allows).
-    manifest.write(root, [SERIES / "0001-bitexact-marker.patch"])
-    return root
 
 
 @pytest.fixture(scope="module")
 def interpreter_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    triton = unpacked_wheel("triton", "3.6.0")
-    numpy = unpacked_wheel("numpy", "2.2.6")
-    tmp = tmp_path_factory.mktemp("smallm-interpreter")
-    paths = [str(numpy), str(triton), *filter(None, [os.environ.get("PYTHONPATH")])]
-    return {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(paths),
-        "TRITON_INTERPRET": "1",
-        "TRITON_CACHE_DIR": str(tmp / "triton-cache"),
-        "BITEXACT_SGLANG_TREE": str(route_tree(tmp / "tree")),
-    }
-
-
-def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, timeout=900)
+    return route_interpreter.interpreter_env(tmp_path_factory.mktemp("smallm-interpreter"))
 
 
 def test_every_sweep_kernel_computes_the_product(interpreter_env: dict[str, str]) -> None:
-    result = run(interpreter_env, str(LAB / "smallm_interpret.py"))
+    result = route_interpreter.run(interpreter_env, str(LAB / "smallm_interpret.py"))
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-4000:]
     assert " 0 failures" in result.stdout, log[-4000:]
@@ -86,7 +50,7 @@ def test_sweep_runs_end_to_end(interpreter_env: dict[str, str], tmp_path: Path) 
     out = tmp_path / "out"
     args = ["--interpret-cpu", "4,65536", "--out", str(out), "--shapes", "80x304"]
     args += ["--candidates", ",".join(CANDIDATES), "--sweep-ms", "1,16", "--all-ms", "1,2"]
-    result = run(interpreter_env, str(LAB / "bench_smallm_sweep.py"), *args)
+    result = route_interpreter.run(interpreter_env, str(LAB / "bench_smallm_sweep.py"), *args)
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-4000:]
     table = smallm_table.load_table(out / "smallm-sm00-4sm-0mib.json")

@@ -1,6 +1,7 @@
-"""pkgs/bitexact/default.nix agrees with pyproject.toml (name, version, entry point, optional dependencies). nixpkgs is
-unreachable here, so the function is evaluated with stand-ins for `lib` and `python3Packages` that
-record what it passes on; the real build runs where nixpkgs is (the flake's packages.bitexact)."""
+"""pkgs/bitexact/default.nix agrees with pyproject.toml (name, version, entry point, optional
+dependencies). nixpkgs is unreachable here, so the function is evaluated with stand-ins for `lib` and
+`python3Packages` that record what it passes on; the real build runs where nixpkgs is (the flake's
+packages.bitexact)."""
 
 from __future__ import annotations
 
