@@ -29,9 +29,12 @@ TILES_PATH = "python/sglang/srt/batch_invariant_ops/exact_gemm_tiles.py"
 BUCKETS: list[tuple[int | None, tuple[int, ...]]] = [
     (16, (1, 4, 8, 16)),
     (32, (24, 32)),
-    (64, (48, 64)),
-    (256, (96, 128, 256)),
-    (None, (512, 2200, 8192)),
+    (48, (48,)),
+    (64, (64,)),
+    (128, (96, 128)),
+    (256, (256,)),
+    (1024, (512,)),
+    (None, (2200, 8192)),
 ]
 THRESHOLDS = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
 
@@ -121,7 +124,9 @@ def median_ratio(values: list[float | None]) -> float:
 
 def fit(table: dict, tiles) -> dict:  # noqa: ANN001 (the tiles module)
     """The rule that minimises, bucket by bucket, the worst median (over the model's shapes) of route time
-    over cuBLAS across the bucket's timed Ms, choosing only candidates measured bit-equal on every shape."""
+    over cuBLAS across the bucket's timed Ms (then the mean), choosing only candidates measured bit-equal on
+    every shape: for each tile height and fill threshold, the best candidate per width, then one width's
+    config swapped or one width dropped at a time while that improves the score."""
     equal = {
         cid for cid in table["candidates"] if all(s["bits"].get(cid) == "equal" for s in table["shapes"])
     }
@@ -138,21 +143,46 @@ def fit(table: dict, tiles) -> dict:  # noqa: ANN001 (the tiles module)
                 continue
             for threshold in THRESHOLDS:
                 entry = {"max_m": max_m, "BLOCK_M": block_m, "small": None, "min_tiles_per_sm": threshold}
-                entry["widths"] = widths
-                rule = {"buckets": [{**entry, "max_m": None}]}
-                per_m = ratios(table, lambda *a, r=rule: tiles.choose(*a, rule=r), tiles.check_config, timed)
-                score = (
-                    max(median_ratio(v) for v in per_m.values()),
-                    statistics.fmean(map(median_ratio, per_m.values())),
-                )
-                if best is None or score < best[0]:
-                    best = (score, entry)
+                scored = _improve(table, tiles, configs, {**entry, "widths": widths}, timed)
+                if best is None or scored[0] < best[0]:
+                    best = scored
         if best is not None:
             buckets.append(best[1])
     if not buckets:
         raise TableError("no bit-equal candidate was timed: nothing to fit")
     buckets[-1] = {**buckets[-1], "max_m": None}
     return {"buckets": buckets}
+
+
+def _score(table: dict, tiles, entry: dict, ms: list[int]) -> tuple[float, ...]:  # noqa: ANN001
+    rule = {"buckets": [{**entry, "max_m": None}]}
+    per_m = ratios(table, lambda *shape: tiles.choose(*shape, rule=rule), tiles.check_config, ms)
+    medians = [median_ratio(v) for v in per_m.values()]
+    means = [statistics.fmean(float("inf") if x is None else x for x in v) for v in per_m.values()]
+    return (max(medians), statistics.fmean(medians), statistics.fmean(means))
+
+
+def _improve(table: dict, tiles, configs: dict[str, dict], entry: dict, ms: list[int]) -> tuple:  # noqa: ANN001
+    """(score, entry) after greedy swaps of one width's config, or drops of one width, while they help."""
+    best = (_score(table, tiles, entry, ms), entry)
+    improved = True
+    while improved:
+        improved = False
+        trials = []
+        for width in best[1]["widths"]:
+            if len(best[1]["widths"]) > 1:
+                trials.append({w: c for w, c in best[1]["widths"].items() if w != width})
+            for config in configs.values():
+                if config["BLOCK_M"] == entry["BLOCK_M"] and config["BLOCK_N"] == width:
+                    swapped = {k: v for k, v in config.items() if k not in ("BLOCK_M", "BLOCK_N")}
+                    if swapped != best[1]["widths"][width]:
+                        trials.append({**best[1]["widths"], width: swapped})
+        for widths in trials:
+            candidate = {**best[1], "widths": widths}
+            score = _score(table, tiles, candidate, ms)
+            if score < best[0]:
+                best, improved = (score, candidate), True
+    return best
 
 
 def _best_per_width(table: dict, configs: dict[str, dict], block_m: int, ms: list[int]) -> dict[int, dict]:
@@ -165,10 +195,11 @@ def _best_per_width(table: dict, configs: dict[str, dict], block_m: int, ms: lis
         for cid, config in configs.items():
             if config["BLOCK_M"] != block_m or config["BLOCK_N"] != width:
                 continue
-            cells = [
-                (s["us"].get(str(m), {}).get(cid), s["us"].get(str(m), {}).get("cublas"))
+            cells = [  # the shapes timed at that M (the LM head only at decode M)
+                (s["us"][str(m)].get(cid), s["us"][str(m)].get("cublas"))
                 for s in model
                 for m in ms
+                if str(m) in s["us"]
             ]
             if cells and all(us is not None and cublas for us, cublas in cells):
                 scored.append((sum(us / cublas for us, cublas in cells), cid))

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "checks" / "e2e"))
 import tiny_model  # noqa: E402  (checks/e2e/tiny_model.py: config, tokenizer and special-token writers)
 
 HIDDEN = 5120

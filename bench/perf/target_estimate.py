@@ -8,8 +8,9 @@ The H200 cannot run the recipe's card, so issue 11 asks for an estimate, labelle
    recurrent state, attention reads the KV cache), the SM-count ratio (H200 / target) for the rest (small
    kernels whose time is set by how much of the card they can occupy). `BOUNDS` holds that choice.
 2. GEMMs are the exception the issue names: on the H200 the exact server's GEMMs run SGLang's
-   batch-invariant persistent Triton kernel (DeepGEMM is off there, and the small-M route is sm120-only),
-   which is not the target card's path. There, exact GEMMs with M <= 16 take the small-M route. So the
+   batch-invariant persistent Triton kernel (before patch 0005) or the exact GEMM route of patch 0005
+   (sm_90 only), neither of which is the target card's path. There, exact GEMMs with M <= 16 take the
+   small-M route (patch 0004; the exact GEMM route is off on sm_120, its bits unproven there). So the
    exact GEMM time on the target is modelled as the stock GEMM time times `route_over_cublas`, the route's
    time relative to cuBLAS, 1.0 by default: on the H200 the shipped route (its rule fitted to the H200
    sweep) took 0.947x to 1.015x of cuBLAS's time on the nine shapes of at least 2 x L2 (docs/kernels.md,
@@ -140,7 +141,7 @@ def markdown(est: Estimate, exact_h200_us: Mapping[str, float], stock_h200_us: M
     gemm_note = (
         f"exact GEMM = stock GEMM x {est.route_over_cublas:g} (small-M route vs cuBLAS)"
         if est.route_over_cublas is not None
-        else "exact GEMM = the H200's persistent Triton time, scaled (not the target's path)"
+        else "exact GEMM = the H200's own exact GEMM time, scaled (not the target's path)"
     )
     lines = [
         f"**A model, not a measurement** ({est.source.name} -> {est.target.name}; {gemm_note}).",

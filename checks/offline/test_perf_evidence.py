@@ -1,5 +1,5 @@
-"""Issue 11's figures: every table in docs/performance.md comes from the committed H200 results, through
-the committed commands. Re-deriving them here catches a page edited by hand, a breakdown rule changed
+"""Issues 11 and 18's figures: every table in docs/performance.md comes from the committed H200 results,
+through the committed commands. Re-deriving them here catches a page edited by hand, a breakdown rule changed
 without re-analysing the traces, and evidence unpacked incompletely."""
 
 from __future__ import annotations
@@ -11,20 +11,29 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-EVIDENCE = REPO / "docs" / "evidence" / "perf-h200-2026-11-30"
+RUNS = sorted((REPO / "docs" / "evidence").glob("perf-h200-*"))
 PAGE = REPO / "docs" / "performance.md"
 sys.path.insert(0, str(REPO / "bench" / "perf"))
 import breakdown  # noqa: E402
 import run  # noqa: E402
 
 
-def test_the_summary_is_what_summarize_writes_from_the_results() -> None:
-    assert (EVIDENCE / "summary.md").read_text() == run.summarize(EVIDENCE)
+def test_both_runs_are_here() -> None:
+    assert [run.name for run in RUNS] == ["perf-h200-2026-11-30", "perf-h200-2026-12-01"]
 
 
-@pytest.mark.parametrize("server", [name for name in run.SERVERS if (EVIDENCE / name).is_dir()])
-def test_each_breakdown_is_its_trace_analysed_again(server: str) -> None:
-    folder = EVIDENCE / server
+@pytest.mark.parametrize("evidence", RUNS, ids=lambda p: p.name)
+def test_the_summary_is_what_summarize_writes_from_the_results(evidence: Path) -> None:
+    assert (evidence / "summary.md").read_text() == run.summarize(evidence)
+
+
+@pytest.mark.parametrize(
+    "folder",
+    [e / name for e in RUNS for name in run.SERVERS if (e / name).is_dir()],
+    ids=lambda p: f"{p.parent.name}-{p.name}",
+)
+def test_each_breakdown_is_its_trace_analysed_again(folder: Path) -> None:
+    server = folder.name
     trace = folder / "profile" / f"{server}.trace.json.gz"
     again = breakdown.analyse(
         breakdown.load_events(trace), source=json.loads((folder / "breakdown.json").read_text())["source"]
@@ -36,11 +45,12 @@ def test_each_breakdown_is_its_trace_analysed_again(server: str) -> None:
     assert again["small_m_route"] == kept["small_m_route"]
 
 
-def test_every_server_ran_what_its_name_says() -> None:
-    ran = {name: spec for name, spec in run.SERVERS.items() if (EVIDENCE / name).is_dir()}
+@pytest.mark.parametrize("evidence", RUNS, ids=lambda p: p.name)
+def test_every_server_ran_what_its_name_says(evidence: Path) -> None:
+    ran = {name: spec for name, spec in run.SERVERS.items() if (evidence / name).is_dir()}
     assert len(ran) >= 3, sorted(ran)
     for name, spec in ran.items():
-        folder = EVIDENCE / name
+        folder = evidence / name
         meta = json.loads((folder / "meta.json").read_text())
         assert meta["ok"], name
         identity = json.loads((folder / "bench.json").read_text())["identity"]
@@ -51,11 +61,28 @@ def test_every_server_ran_what_its_name_says() -> None:
         assert run_json["variant"] == spec.variant and run_json["tree"] == spec.tree, name
 
 
-def test_the_page_holds_the_measured_tables() -> None:
-    page, summary = PAGE.read_text(), (EVIDENCE / "summary.md").read_text()
+@pytest.mark.parametrize(
+    ("evidence", "lengths"), [(RUNS[0], 4), (RUNS[1], 3)], ids=lambda v: getattr(v, "name", v)
+)
+def test_the_page_holds_the_measured_tables(evidence: Path, lengths: int) -> None:
+    page, summary = PAGE.read_text(), (evidence / "summary.md").read_text()
     tables = [line for line in summary.splitlines() if line.startswith("| ")]
     bench_rows = [line for line in tables if line.split("|")[1].strip().isdigit()]
-    assert len(bench_rows) == 4  # 640, 2200, 32768, 131072 prompt tokens
+    assert len(bench_rows) == lengths  # 640, 2200, 32768 (and 131072 on 2026-11-30) prompt tokens
     for line in bench_rows + [line for line in tables if line.startswith("| **total**")]:
         assert line in page, f"docs/performance.md lacks the measured row: {line}"
     assert "not yet measured" not in page.lower()
+
+
+def test_summarize_runs_as_a_command() -> None:
+    """`python bench/perf/run.py summarize DIR` in a fresh Python prints the committed summary."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "perf" / "run.py"), "summarize", str(RUNS[-1])],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == (RUNS[-1] / "summary.md").read_text()

@@ -194,3 +194,19 @@ def test_a_shallower_fallback_shape(tmp_path: Path, capsys: pytest.CaptureFixtur
     with pytest.raises(SystemExit):
         model_27b.main(["--estimate", "--layers", "30"])
     assert "multiple of 4" in capsys.readouterr().err
+
+
+def test_the_script_runs_on_its_own(tmp_path: Path) -> None:
+    """As bench/perf/h200.sh runs it: a fresh Python, nothing on sys.path but what the script adds itself
+    (an import path left behind by a file move once failed only on the GPU host)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "perf" / "model_27b.py"), str(tmp_path / "m"), "--layers", "4"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "m" / "target" / "config.json").is_file()
+    assert (tmp_path / "m" / "drafter" / "config.json").is_file()
