@@ -338,6 +338,8 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
         server = batteries.Server(args.work, spec.tree, spec.variant, args.port, out / "server.log", RECIPE)
     except subprocess.CalledProcessError as error:
         raise RunError(f"{spec.name}: the launcher could not print the command: {error.stderr}") from None
+    except batteries.PortTaken as error:
+        raise RunError(f"{spec.name}: {error}") from None
     try:
         try:
             timings["ready_s"] = round(server.wait_ready(args.start_timeout), 1)

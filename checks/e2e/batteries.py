@@ -29,6 +29,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ports  # noqa: E402  (checks/e2e/ports.py: who listens on the port)
+
 REPO = Path(__file__).resolve().parents[2]
 PLAN = Path(__file__).with_name("batteries.json")
 RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
@@ -86,14 +89,32 @@ def server_command(
     return list(plan["argv"]), env
 
 
+class PortTaken(RuntimeError):
+    """The port is held by another process: a server left by an earlier run, or someone else's."""
+
+
 class Server:
-    """One server process (its own process group), its log, and readiness through /health_generate."""
+    """One server process (its own process group), its log, and readiness through /health_generate. It
+    refuses a port another process holds, and is ready only when the process listening on the port is its
+    own (a server left behind by a run cut short must never answer for this one)."""
 
     def __init__(
-        self, work: Path, tree: str, variant: str, port: int, log_path: Path, recipe: Path = RECIPE
+        self,
+        work: Path,
+        tree: str,
+        variant: str,
+        port: int,
+        log_path: Path,
+        recipe: Path = RECIPE,
+        command: tuple[list[str], dict[str, str]] | None = None,
     ) -> None:
         self.variant, self.port, self.log_path = variant, port, log_path
-        argv, env = server_command(work, tree, variant, port, recipe)
+        if not ports.port_free(port):
+            raise PortTaken(
+                f"port {port} is taken ({ports.describe(ports.listeners(port))}): a server left by an "
+                "earlier run, or another program; stop it (kill the pid) or choose another --port"
+            )
+        argv, env = command or server_command(work, tree, variant, port, recipe)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log_file = log_path.open("w")
         self.log_file.write("+ " + " ".join(argv) + "\n")
@@ -113,11 +134,21 @@ class Server:
             try:
                 with urllib.request.urlopen(url, timeout=10) as answer:
                     if answer.status == 200:
+                        self.check_listener()
                         return time.monotonic() - self.started
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(1)
         raise RuntimeError(f"the {self.variant} server was not ready after {timeout_s:.0f} s: {self.tail()}")
+
+    def check_listener(self) -> None:
+        """The process listening on the port belongs to this server's process group, or RuntimeError."""
+        holders = ports.listeners(self.port)
+        if not holders or not all(ports.in_group(pid, self.proc.pid) for pid in holders):
+            raise RuntimeError(
+                f"port {self.port} answers, but not from the {self.variant} server this run started (pid "
+                f"{self.proc.pid}): it is held by {ports.describe(holders)}; stop that process"
+            )
 
     def tail(self, lines: int = 40) -> str:
         text = self.log_path.read_text(errors="replace").splitlines()
@@ -261,7 +292,11 @@ def main(argv: list[str] | None = None) -> int:
                 if current is not None:
                     current.stop()
                 log(f"starting the {variant} server ({args.tree} tree)")
-                current = Server(args.work, args.tree, variant, args.port, out / f"server-{variant}.log")
+                try:
+                    current = Server(args.work, args.tree, variant, args.port, out / f"server-{variant}.log")
+                except PortTaken as error:
+                    log(f"error: {error}")
+                    return 2
                 try:
                     ready = current.wait_ready(args.start_timeout)
                 except RuntimeError as error:
@@ -296,4 +331,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # SIGTERM (`timeout`, a job scheduler) unwinds like Ctrl-C: `finally` stops the server this run started.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     sys.exit(main())

@@ -291,7 +291,7 @@ def test_incomplete_snapshot_is_refused(
     writer: str, hub_server: HubStandIn, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A file never downloaded: named from huggingface_hub's record of the commit's files where it kept one
-    (snapshot_download, 1.x on), and by the shard index in any case."""
+    (snapshot_download, 1.x on), else from the Hub's listing (reachable here), and by the shard index."""
     cache = tmp_path / "hub-cache"
     snapshot = write_cache(writer, hub_server, cache, REPO)
     (snapshot / SHARDS[1]).unlink()
@@ -299,21 +299,58 @@ def test_incomplete_snapshot_is_refused(
     err = capsys.readouterr().err
     assert f"model.safetensors.index.json names {SHARDS[1]}, which the snapshot lacks" in err
     if list((cache / "models--Acme--Tiny-Model" / "trees").glob("*.json")):
-        assert f"the commit lists 1 file(s) the snapshot lacks: {SHARDS[1]}" in err
+        assert f"the commit's cached listing names 1 file(s) the snapshot lacks: {SHARDS[1]}" in err
     else:
-        assert "recorded no file listing for this commit" in err
+        assert f"the Hub's listing of the commit names 1 file(s) the snapshot lacks: {SHARDS[1]}" in err
 
 
-def test_cache_written_file_by_file_is_pinned_with_a_note(
-    hub_server: HubStandIn, repos: dict[str, HubRepo], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_cache_written_file_by_file_is_checked_against_the_hub_or_pinned_with_a_note(
+    hub_server: HubStandIn,
+    repos: dict[str, HubRepo],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """hf_hub_download records no listing of the commit: the files present are pinned, and stderr says
-    that a file never downloaded could not be noticed."""
+    """hf_hub_download records no listing of the commit: the Hub's listing is asked once (here the stand-in
+    answers, and everything is there); with the Hub out of reach the files present are pinned, and stderr
+    says that a file never downloaded can only be noticed through the shard index."""
     last_file = write_cache("installed", hub_server, tmp_path / "hub-cache", REPO, how="files")
     assert last_file.name == SHARDS[1]
     assert _pin(tmp_path, REPO, "--snapshot", str(last_file.parent)) == 0
     assert json.loads(_written(tmp_path).read_text()) == expected(repos)
-    assert "recorded no file listing for this commit" in capsys.readouterr().err
+    assert "recorded no file listing" not in capsys.readouterr().err
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert _pin(tmp_path, REPO, "--snapshot", str(last_file.parent), "--force") == 0
+    err = capsys.readouterr().err
+    assert (
+        "recorded no file listing for this commit and the Hub could not be asked (HF_HUB_OFFLINE is set)"
+        in err
+    )
+
+
+def test_a_snapshot_without_its_weights_is_refused(
+    hub_server: HubStandIn,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 19's case: only config.json of a model downloaded (file by file, no listing kept). With the Hub
+    reachable its listing names what is missing; offline, a snapshot with no weight file at all is refused."""
+    config = write_cache("installed", hub_server, tmp_path / "hub-cache", REPO, how="files")
+    for name in SHARDS:
+        (config.parent / name).unlink()
+    (config.parent / "model.safetensors.index.json").unlink()
+    assert _pin(tmp_path, REPO, "--snapshot", str(config.parent)) == 1
+    err = capsys.readouterr().err
+    assert (
+        "the Hub's listing of the commit names 3 file(s) the snapshot lacks" in err
+        and "nothing pinned" in err
+    )
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert _pin(tmp_path, REPO, "--snapshot", str(config.parent)) == 1
+    err = capsys.readouterr().err
+    assert "it holds no weights" in err and f"`hf download {REPO} --revision" in err
+    assert not _written(tmp_path).exists()
 
 
 def test_snapshot_usage_errors(

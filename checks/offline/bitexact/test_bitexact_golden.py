@@ -26,7 +26,17 @@ def recorded(models, prompt_file, tmp_path, capsys) -> tuple[str, Path, list[str
         "test-card",
     ]
     rc = main(
-        ["golden", "record", engine, *common, "--out", str(tmp_path / "rec"), "--build-id", "test-build"]
+        [
+            "golden",
+            "record",
+            engine,
+            *common,
+            "--new-card",
+            "--out",
+            str(tmp_path / "rec"),
+            "--build-id",
+            "test-build",
+        ]
     )
     assert rc == 0
     capsys.readouterr()
@@ -83,7 +93,7 @@ def test_corrupted_golden_is_a_clear_error(recorded, capsys):
     assert "corrupted" in capsys.readouterr().err
     path.write_text(path.read_text()[:100])
     assert main(["golden", "check", engine, *common]) == 2
-    assert "not JSON" in capsys.readouterr().err
+    assert "not standard UTF-8 JSON" in capsys.readouterr().err
 
 
 def test_golden_from_another_card_is_refused(recorded, tmp_path, capsys):
@@ -107,11 +117,13 @@ def test_missing_golden_fails_never_passes(models, tmp_path, capsys):
 def test_record_refuses_to_overwrite_without_force(recorded, tmp_path, capsys):
     engine, path, common = recorded
     before = path.read_text()
-    rc = main(["golden", "record", engine, *common, "--out", str(tmp_path / "again")])
+    rc = main(["golden", "record", engine, *common, "--new-card", "--out", str(tmp_path / "again")])
     assert rc == 2
     assert f"golden {path.absolute()} exists; pass --force to replace it" in capsys.readouterr().err
     assert path.read_text() == before
-    rc = main(["golden", "record", engine, *common, "--out", str(tmp_path / "again"), "--force"])
+    rc = main(
+        ["golden", "record", engine, *common, "--new-card", "--out", str(tmp_path / "again"), "--force"]
+    )
     assert rc == 0
     assert capsys.readouterr().out.startswith(
         f"golden record: wrote {path.absolute()} (3 prompts, card test-card"
@@ -182,7 +194,16 @@ def test_the_golden_dir_comes_from_the_repository_not_the_current_directory(
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     engine = f"hf:{models['target']}"
-    argv = [*ARGS, "--prompts", str(prompt_file), "--card", "test-card", "--out", str(tmp_path / "o")]
+    argv = [
+        *ARGS,
+        "--prompts",
+        str(prompt_file),
+        "--card",
+        "test-card",
+        "--new-card",
+        "--out",
+        str(tmp_path / "o"),
+    ]
     assert main(["golden", "record", engine, *argv]) == 2
     assert "where do goldens live?" in capsys.readouterr().err
     assert not (elsewhere / "checks").exists()
@@ -190,7 +211,7 @@ def test_the_golden_dir_comes_from_the_repository_not_the_current_directory(
     (repo / "nix" / "recipes").mkdir(parents=True)
     (repo / "checks").mkdir()
     recipe = repo / "nix" / "recipes" / "tiny.json"
-    recipe.write_text(json.dumps({"name": "tiny-recipe", "variants": {"recipe": {}}}))
+    recipe.write_text(json.dumps({"schema": 1, "name": "tiny-recipe", "variants": {"recipe": {}}}))
     rest = [a for a in argv if a not in ("--recipe-name", "tiny-recipe")]
     assert main(["golden", "record", engine, "--recipe", str(recipe), *rest]) == 0
     wrote = repo / "checks" / "golden" / "test-card" / "tiny-recipe.json"

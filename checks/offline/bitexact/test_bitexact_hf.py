@@ -26,10 +26,18 @@ def _parity(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
 def test_plain_vs_plain_is_equal(models, prompt_file, tmp_path, capsys):
     t = models["target"]
     rc, summary = _parity(
-        capsys, f"hf:{t}", f"hf:{t}", "--prompts", str(prompt_file), "--out", str(tmp_path / "o")
+        capsys,
+        f"hf:{t}",
+        f"hf:{t}",
+        "--prompts",
+        str(prompt_file),
+        "--out",
+        str(tmp_path / "o"),
+        "--allow-same-engine",
     )
     assert rc == 0
     assert summary["equal"] == summary["prompts"] == 6
+    assert summary["same_engine"] is True
     assert all(c["first_divergence"] is None for c in summary["comparisons"])
     assert (tmp_path / "o" / "parity.md").read_text().count("6/6 prompts equal") == 1
     assert "<svg" not in (tmp_path / "o" / "parity.html").read_text()  # nothing to plot
@@ -76,7 +84,17 @@ def test_alone_vs_batched_detected_where_independent_run_differs(models, prompt_
 def test_spec_required_but_absent_exits_2(models, prompt_file, tmp_path, capsys):
     t = models["target"]
     rc = main(
-        ["parity", f"hf:{t}", f"hf:{t}", "--spec-a", "must", "--prompts", str(prompt_file), "--limit", "2"]
+        [
+            "parity",
+            f"hf:{t}",
+            f"hf:{t}",
+            "--allow-same-engine",
+            "--spec-a",
+            "must",
+            "--prompts",
+            str(prompt_file),
+        ]
+        + ["--limit", "2"]
         + ["--max-new-tokens", "4", "--out", str(tmp_path / "o")]
     )
     assert rc == 2
@@ -112,11 +130,13 @@ def test_repeat_in_batches_matches_row_to_row_differences(models, prompt_file, t
     for row in _rows(prompt_file)[:2]:
         first, second = generate(t, [row, row], 4, K)
         differs = first_difference(first, second)
+        tokens_differ = bool((first[0] != second[0]).any())
         expected.append(
             {
                 "prompt_id": f"p{len(expected)}",
                 "compared": 3,
                 "divergent": 0 if differs is None else 2,
+                "token_divergent": 2 if tokens_differ else 0,
                 "positions": [] if differs is None else [differs, differs],
             }
         )

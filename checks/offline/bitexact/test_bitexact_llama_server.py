@@ -190,3 +190,101 @@ def test_an_answer_with_logprobs_missing_for_some_tokens_is_refused(
     gaps = [r["usage"]["completion_tokens"] != len(r["choices"][0]["logprobs"]["content"]) for r in raw]
     assert any(gaps), "the unconstrained model no longer makes llama.cpp drop entries; pick other prompts"
     assert rc == 2 and "gave logprobs for" in err, err
+
+
+# llama.cpp's native endpoint (`llamacpp+http://`): byte-fallback output compared at every position.
+
+
+def _native(server: LlamaServer, ids: list[int]) -> dict[str, Any]:
+    body = {"prompt": ids, "n_predict": NEW, "temperature": 0.0, "n_probs": TOP, "return_tokens": True}
+    return server.post("/completion", {**body, "ignore_eos": True, "cache_prompt": False})
+
+
+def test_the_native_engine_gives_every_position_of_byte_fallback_output(llama_tree, gguf, tmp_path):
+    """The unconstrained model emits byte tokens that start characters; the server keeps no probability
+    entry for them (the openai engine refuses such answers, above). The native engine returns every token
+    id the server generated, the server's own entry (bit for bit) wherever it gave one, and a probed entry
+    exactly where it gave none; where the entries fit the tokens two ways, every position is probed, and
+    the server's entries are then found among the probed positions, in order, bit for bit."""
+    with LlamaServer(llama_tree, gguf["unconstrained"], tmp_path / "any.log") as server:
+        engine = open_engine(f"llamacpp+{server.url}")
+        ident = engine.identity()
+        settings = Settings(max_new_tokens=NEW, top_logprobs=TOP)
+        gens = {g.prompt_id: g for g in engine.generate(_prompts(), settings)}
+        raw = [_native(server, ids) for ids in PROMPTS]
+    assert ident["engine"] == "llamacpp" and ident["model_path"] == str(gguf["unconstrained"])
+    assert ident["version"].startswith("b")
+    gaps = 0
+    for i, answer in enumerate(raw):
+        gen = gens[f"p{i}"]
+        assert gen.token_ids == answer["tokens"] and len(gen.token_ids) == NEW
+        entries = answer["completion_probabilities"]
+        probed = gen.meta.get("probed_positions", [])
+        rows = zip(gen.token_ids, gen.logprobs, gen.top_logprobs, strict=True)
+        values = [(t, _bits(lp), top) for t, lp, top in rows]
+        wanted = [
+            (e["id"], _bits(e["logprob"]), [(t["id"], t["logprob"]) for t in e["top_logprobs"]])
+            for e in entries
+        ]
+        if len(probed) < NEW:  # matched: the reported positions hold the entries themselves
+            assert [values[p] for p in range(NEW) if p not in probed] == wanted
+        else:  # every position probed: the entries are among them, in order
+            rest = iter(values)
+            assert all(any(v == w for v in rest) for w in wanted)
+        for position in probed:
+            assert gen.top_logprobs[position][0][0] == gen.token_ids[position]  # the argmax, as greedy chose
+        gaps += NEW - len(entries)
+    assert gaps > 0, "no byte-fallback gaps: the test would prove nothing; pick other prompts"
+
+
+def _prompts() -> list[Prompt]:
+    return [Prompt(id=f"p{i}", input_ids=tuple(ids)) for i, ids in enumerate(PROMPTS)]
+
+
+def test_a_probe_gives_the_generations_own_bits(llama_tree, gguf, tmp_path, monkeypatch):
+    """Where the server reports every position (the ASCII-only model), probing every position instead
+    gives the same ids, logprobs and alternatives, bit for bit: a probe computes the generation's values."""
+    import bitexact.engines.llamacpp_http as native
+
+    with LlamaServer(llama_tree, gguf["target"], tmp_path / "t.log") as server:
+        engine = open_engine(f"llamacpp+{server.url}")
+        settings = Settings(max_new_tokens=NEW, top_logprobs=TOP)
+        reported = {g.prompt_id: g for g in engine.generate(_prompts(), settings)}
+        monkeypatch.setattr(native, "align", lambda tokens, entry_ids: None)  # every position probed
+        probed = {g.prompt_id: g for g in engine.generate(_prompts(), settings)}
+    for key, gen in reported.items():
+        assert "probed_positions" not in gen.meta
+        assert probed[key].meta["probed_positions"] == list(range(NEW))
+        assert probed[key].token_ids == gen.token_ids
+        assert [_bits(x) for x in probed[key].logprobs] == [_bits(x) for x in gen.logprobs]
+        assert probed[key].top_logprobs == gen.top_logprobs
+
+
+def test_byte_fallback_runs_compare_through_the_cli(llama_tree, gguf, prompt_file, tmp_path, capsys):
+    """What the issue asked: two servers of the byte-token model compared with parity (equal), and one
+    repeated (no divergence), where the openai engine refuses the same answers."""
+    common = [
+        "--prompts",
+        str(prompt_file),
+        "--max-new-tokens",
+        str(NEW),
+        "--top-logprobs",
+        str(TOP),
+        "--json",
+    ]
+    with (
+        LlamaServer(llama_tree, gguf["unconstrained"], tmp_path / "a.log") as a,
+        LlamaServer(llama_tree, gguf["unconstrained"], tmp_path / "b.log") as b,
+    ):
+        rc, summary, err = _run(
+            capsys,
+            ["parity", f"llamacpp+{a.url}", f"llamacpp+{b.url}", "--out", str(tmp_path / "p"), *common],
+        )
+        rc_repeat, repeat, err_repeat = _run(
+            capsys,
+            ["repeat", f"llamacpp+{a.url}", "-n", "2", "-b", "1", "--out", str(tmp_path / "r"), *common],
+        )
+    assert rc == 0, err
+    assert summary["equal"] == summary["prompts"] == len(PROMPTS)
+    assert rc_repeat == 0, err_repeat
+    assert repeat["divergent"] == 0

@@ -156,7 +156,9 @@ def reports(tmp_path_factory, request) -> dict[str, Path]:
     assert _cli(["parity", t, f"{t}?batch=3", *common, "--out", str(out)]) == 1
     assert _cli(["repeat", t, "-n", "2", "-b", "2", *common, "--out", str(out)]) in (0, 1)
     golden = ["--recipe-name", "tiny", "--card", "test-card", "--golden-dir", str(root / "g")]
-    assert _cli(["golden", "record", t, *golden, *common, "--limit", "3", "--out", str(out)]) == 0
+    assert (
+        _cli(["golden", "record", t, *golden, *common, "--new-card", "--limit", "3", "--out", str(out)]) == 0
+    )
     path = root / "g" / "test-card" / "tiny.json"
     g = load_golden(path, card="test-card", recipe="tiny")
     g.generations[1].logprobs[2] += 2.0**-20
@@ -266,3 +268,56 @@ def test_reports_render_in_a_real_headless_browser(reports, tmp_path):
             assert dom.count(tag, css) == written.count(tag, css), (name, tag, css)
         if name in ("parity", "golden-check", "bench"):
             assert dom.count("svg", "plot") == 1 and dom.count("line", "tick") >= 6, name
+
+
+def test_every_report_leads_with_its_verdict_word(reports):
+    words = {
+        "parity": "DIFFERENT",
+        "golden-check": "DIFFERENT",
+        "golden-record": "RECORDED",
+        "bench": "MEASURED",
+    }
+    for name, page in reports.items():
+        word = words.get(name) or ("EQUAL" if "EQUAL: 0/" in page.read_text() else "DIFFERENT")
+        for text in (page.read_text(), page.with_suffix(".md").read_text()):
+            assert f"{word}: " in text or f"{word}:" in text, (name, word)
+    repeat = reports["repeat"].with_suffix(".md").read_text()
+    assert "| in token ids | in logprobs only |" in repeat and "in token ids," in repeat
+
+
+def test_coinciding_points_are_drawn_once_with_their_count():
+    from bitexact.report.svg import Point, scatter
+
+    points = [Point(3.0, 0.5, "p0", "token-diverged"), Point(3.0, 0.5, "p1", "token-diverged")]
+    points.append(Point(7.0, 0.25, "p2", "logprob-diverged"))
+    svg = ET.fromstring(scatter(points, x_max=10, y_max=1.0, x_label="x", y_label="y"))
+    circles = [c for c in svg.iter(f"{SVG}circle")]
+    assert len(circles) == 2
+    assert "coincident-2" in circles[0].get("class", "") and circles[0].findtext(f"{SVG}title") == "p0\np1"
+    assert [t.text for t in svg.iter(f"{SVG}text") if t.get("class") == "count"] == ["\u00d72"]
+
+
+def test_the_bench_plot_shows_the_recipes_figures_beside_the_measured_ones():
+    from bitexact.report.html import bench_html
+
+    reference = json.loads(
+        (Path(__file__).resolve().parents[3] / "nix/recipes/qwen3.8-27b-exact.json").read_text()
+    )
+    rows = [{"prompt_tokens": 640, "new_tokens": 64, "runs": 1, "ttft_s": 0.1, "decode_tps": 90.0}]
+    page = bench_html(
+        {"title": "t", "engine": "e", "identity": {}, "rows": rows, "reference": reference["reference"]}
+    )
+    svg = _svg_of(page)
+    names = [t.text for t in svg.iter(f"{SVG}text") if t.get("class") == "series-name"]
+    assert names == [
+        "measured",
+        "exact (recipe)",
+        "vllmNotExact (recipe)",
+        "sglangStockNoSpec (recipe)",
+    ] or sorted(names) == sorted(
+        ["measured", "exact (recipe)", "vllmNotExact (recipe)", "sglangStockNoSpec (recipe)"]
+    )
+    titles = [t.text for t in svg.iter(f"{SVG}title")]
+    assert "exact (recipe): 106.6 at 640" in titles and "measured: 90 at 640" in titles
+    ys = sorted(float(t.get("y")) for t in svg.iter(f"{SVG}text") if t.get("class") == "series-name")
+    assert all(b - a >= 13 for a, b in zip(ys, ys[1:], strict=False))  # names never overlap

@@ -79,7 +79,16 @@ def test_changed_model_files_in_process_reuse_nothing(models, prompt_file, tmp_p
     model = tmp_path / "model"
     shutil.copytree(models["target"], model)
     out = tmp_path / "o"
-    argv = ["parity", f"hf:{model}", f"hf:{model}", "--prompts", str(prompt_file), "--limit", "2"]
+    argv = [
+        "parity",
+        f"hf:{model}",
+        f"hf:{model}",
+        "--allow-same-engine",
+        "--prompts",
+        str(prompt_file),
+        "--limit",
+        "2",
+    ]
     argv += ["--max-new-tokens", "4", "--top-logprobs", "3", "--out", str(out)]
     assert run(capsys, argv)[0] == 0
     rc, _, err = run(capsys, argv)

@@ -62,14 +62,22 @@ def test_verdict_on_stdout_without_json(backend, prompt_file, tmp_path, capsys):
     with FakeServer(backend) as server:
         a = f"sglang+http://127.0.0.1:{server.port}"
         argv = ["--prompts", str(prompt_file), "--limit", "2", "--max-new-tokens", "3"]
-        assert main(["parity", a, a, "--out", str(tmp_path / "p"), *argv]) == 0
+        assert main(["parity", a, a, "--out", str(tmp_path / "p"), *argv]) == 2  # the same engine twice
+        assert "A and B are the same engine" in capsys.readouterr().err
+        assert main(["parity", a, a, "--allow-same-engine", "--out", str(tmp_path / "p"), *argv]) == 0
         out = capsys.readouterr().out
         assert out.count("\n") == 1
-        assert out.startswith("parity: EQUAL: 2/2 prompts equal (0 differ in token ids); report: ")
+        assert out.startswith(
+            "parity: EQUAL (the same engine on both sides: a repeat check, not parity): 2/2 prompts equal "
+            "(0 differ in token ids); report: "
+        )
         assert out.rstrip().endswith("parity.html")
         assert main(["repeat", a, "-n", "2", "-b", "1", "--out", str(tmp_path / "r"), *argv]) == 0
         out = capsys.readouterr().out
-        assert out.startswith("repeat: REPEATABLE: 0/2 repeats differ from the first; report: ")
+        assert out.startswith(
+            "repeat: REPEATABLE: 0/2 repeats differ from the first (0 in token ids, the rest in logprobs or "
+            "top-k only); report: "
+        )
 
 
 def test_bench_stores_timings_writes_reports_and_resumes(backend, tmp_path, capsys):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -52,3 +53,17 @@ class Generation:
             latency_s=data.get("latency_s"),
             meta=dict(data.get("meta", {})),
         )
+
+
+def non_finite(gen: Generation) -> str | None:
+    """Where `gen` holds a logprob that is not a finite number (NaN or an infinity), in words; None when
+    every value is finite. Such a value cannot be compared bitwise with meaning, nor written as JSON."""
+    for position, value in enumerate(gen.logprobs):
+        if not math.isfinite(value):
+            token = gen.token_ids[position] if position < len(gen.token_ids) else "?"
+            return f"position {position}: the logprob of token {token} is {value!r}"
+    for position, row in enumerate(gen.top_logprobs):
+        for key, value in row:
+            if not math.isfinite(value):
+                return f"position {position}: the top-k logprob of alternative {key!r} is {value!r}"
+    return None

@@ -10,10 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from bitexact.errors import BitexactError, GoldenError
+from bitexact.files import atomic_write_text, dumps
 from bitexact.generation import Generation
 from bitexact.prompts import Prompt, parse_prompt
 
-SCHEMA = 1
+SCHEMA = (
+    2  # 2: the record digest covers the whole record (settings, prompts, key, metadata), not the values only
+)
 KIND = "bitexact-golden"
 RECORD_COMMAND = "nix run .#record-golden"
 
@@ -43,8 +46,12 @@ def golden_path(golden_dir: Path, card: str, recipe: str) -> Path:
     return golden_dir / card / f"{recipe}.json"
 
 
-def _record_digest(entries: list[dict[str, Any]]) -> str:
-    return _sha([json.dumps([e["prompt"]["id"], e["digests"]], sort_keys=True).encode() for e in entries])
+def record_digest(record: dict[str, Any]) -> str:
+    """Over everything in the record but the digest itself: the values, the prompts as sent, the settings,
+    the card, recipe and variant, and the metadata. An edit to any of them is caught on load, so a check
+    never blames the server for a changed `max_new_tokens` or prompt."""
+    body = {key: value for key, value in record.items() if key != "digest"}
+    return _sha([dumps(body, sort_keys=True, separators=(",", ":")).encode()])
 
 
 def build_record(
@@ -68,7 +75,7 @@ def build_record(
                 "digests": digests(gen),
             }
         )
-    return {
+    record = {
         "schema": SCHEMA,
         "kind": KIND,
         "card": card,
@@ -77,15 +84,17 @@ def build_record(
         "settings": settings,
         "metadata": metadata,
         "prompts": entries,
-        "digest": _record_digest(entries),
     }
+    return {**record, "digest": record_digest(record)}
 
 
 def write_record(record: dict[str, Any], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    """Standard JSON through a temporary file and a rename (a full disk leaves the old file and no .tmp)."""
+    atomic_write_text(path, dumps(record, indent=1) + "\n", option="--golden")
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"non-standard JSON constant {name} (a logprob that is not a finite number)")
 
 
 class Golden:
@@ -103,19 +112,31 @@ class Golden:
 
 def load_golden(path: Path, *, card: str, recipe: str | None) -> Golden:
     """Read and verify a golden record; every way it can be wrong is a GoldenError naming the fix."""
+    if path.is_dir():
+        raise GoldenError(
+            f"--golden {path} is a directory; give the golden file (<dir>/<card>/<recipe>.json)"
+        )
     if not path.is_file():
         raise GoldenError(
             f"no golden record for card {card!r} at {path}: the check cannot pass without one. Record it on "
             f"that card with `{RECORD_COMMAND}` (or `bitexact golden record ENGINE --card {card}`)."
         )
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        record = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_refuse_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
         raise GoldenError(
-            f"golden {path} is corrupted (not JSON: {exc}); re-record it with `{RECORD_COMMAND}`"
+            f"golden {path} is corrupted (not standard UTF-8 JSON: {exc}); "
+            f"re-record it with `{RECORD_COMMAND}`"
         ) from None
-    if not isinstance(record, dict) or record.get("kind") != KIND or record.get("schema") != SCHEMA:
-        raise GoldenError(f"golden {path} is not a bitexact golden record of schema {SCHEMA}")
+    except OSError as exc:
+        raise GoldenError(f"golden {path}: cannot read it: {exc.strerror}") from None
+    if not isinstance(record, dict) or record.get("kind") != KIND:
+        raise GoldenError(f"golden {path} is not a bitexact golden record")
+    if record.get("schema") != SCHEMA:
+        raise GoldenError(
+            f"golden {path} has schema {record.get('schema')!r}; this bitexact reads schema {SCHEMA} "
+            f"(whose digest covers settings and prompts too): re-record it with `{RECORD_COMMAND}`"
+        )
     if record.get("card") != card:
         raise GoldenError(
             f"golden {path} was recorded on card {record.get('card')!r}, not {card!r}: logprobs are only "
@@ -134,6 +155,9 @@ def load_golden(path: Path, *, card: str, recipe: str | None) -> Golden:
                 f"golden {path} is corrupted: the values of prompt {gen.prompt_id!r} "
                 "do not match their digests"
             )
-    if record.get("digest") != _record_digest(entries):
-        raise GoldenError(f"golden {path} is corrupted: the record digest does not match its prompts")
+    if record.get("digest") != record_digest(record):
+        raise GoldenError(
+            f"golden {path} was edited after it was recorded: its digest covers the values, the prompts, "
+            f"the settings and the metadata, and one of them changed; re-record it with `{RECORD_COMMAND}`"
+        )
     return golden

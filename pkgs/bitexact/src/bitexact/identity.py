@@ -59,3 +59,40 @@ def detect_card() -> str:
     except gpuhost.CardIdentityError as error:
         raise UsageError(str(error)) from error
     return CPU if card is None else gpuhost.slug_for(card)
+
+
+def known_card_slugs(golden_dir: Any = None) -> list[str]:
+    """The slugs a golden may be keyed by without --new-card: gpuhost's card table (where gpuhost is
+    importable), `cpu`, and the cards that already have a golden directory."""
+    slugs = {CPU}
+    try:
+        from gpuhost.cards import load_table
+
+        slugs |= {row.slug for row in load_table()}
+    except ImportError:
+        pass
+    if golden_dir is not None and golden_dir.is_dir():
+        slugs |= {p.name for p in golden_dir.iterdir() if p.is_dir()}
+    return sorted(slugs)
+
+
+# What names the model an engine serves, by engine kind (engines/*: identity()); compared between a golden
+# and the server checked against it.
+MODEL_KEYS = ("model_path", "model", "served_model_name", "revision", "model_files_sha256")
+
+
+def served_model(identity: dict[str, Any]) -> dict[str, Any]:
+    """The fields of an engine identity that say which model (and revision) it serves."""
+    found = {key: identity[key] for key in MODEL_KEYS if identity.get(key) not in (None, "")}
+    props = identity.get("props")
+    if isinstance(props, dict) and props.get("model_path"):
+        found.setdefault("model_path", props["model_path"])
+    return found
+
+
+def model_mismatch(recorded: dict[str, Any], served: dict[str, Any]) -> list[str]:
+    """`field: golden X, server Y` for every model field both identities report and that differs."""
+    a, b = served_model(recorded), served_model(served)
+    return [
+        f"{key}: golden {a[key]!r}, server {b[key]!r}" for key in sorted(set(a) & set(b)) if a[key] != b[key]
+    ]

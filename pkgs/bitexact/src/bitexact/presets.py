@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from bitexact.errors import UsageError
+from bitexact.files import read_text
 
 LONG_LENGTHS = (16384, 65536, 131072)  # "3/3 prompts up to 128k tokens"
 BENCH_LENGTHS = (640, 2200, 131072)  # the recipe's single-stream decode figures
+RECIPE_SCHEMAS = (1,)  # the recipe file formats this bitexact reads (nix/recipes/*.json "schema")
 
 
 @dataclass(frozen=True)
@@ -38,14 +40,18 @@ def load_recipe(path: str | None) -> dict[str, Any]:
             "presets need the recipe: pass --recipe nix/recipes/<name>.json (or set BITEXACT_RECIPE)"
         )
     p = Path(path)
+    text = read_text(p, "--recipe", "a recipe JSON file (nix/recipes/<name>.json)")
     try:
-        recipe = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"--recipe {p}: no such file") from None
+        recipe = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"--recipe {p}: not JSON ({exc.msg} at line {exc.lineno})") from None
     if not isinstance(recipe, dict) or not isinstance(recipe.get("variants"), dict) or "name" not in recipe:
         raise UsageError(f"--recipe {p}: no 'name' or 'variants'; is this a recipe file?")
+    if recipe.get("schema") not in RECIPE_SCHEMAS:
+        raise UsageError(
+            f"--recipe {p}: schema {recipe.get('schema')!r} is not one this bitexact reads "
+            f"({list(RECIPE_SCHEMAS)}); use a bitexact as new as the recipe"
+        )
     return recipe
 
 

@@ -129,10 +129,11 @@ def parse_jsonl(lines: list[str], source: str) -> list[Prompt]:
 
 
 def load_prompts(path: str | Path) -> list[Prompt]:
+    from bitexact.files import read_text
+
     p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"--prompts {p}: no such file (JSONL with 'id' and 'input_ids' or 'text')")
-    return parse_jsonl(p.read_text(encoding="utf-8").splitlines(), str(p))
+    text = read_text(p, "--prompts", "a JSONL file of {'id', 'input_ids'} or {'id', 'text'} lines")
+    return parse_jsonl(text.splitlines(), str(p))
 
 
 def default_battery() -> list[Prompt]:

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bitexact.files import OutputError, describe_os_error, dumps
 from bitexact.generation import Generation
 from bitexact.prompts import Prompt
 
@@ -132,9 +133,9 @@ class ResultStore:
         prefix = ""
         if not self.path.exists() or self.path.stat().st_size == 0:
             header = {"kind": KIND, "schema": SCHEMA, "run": self.key, "key": self.key_fields}
-            prefix = json.dumps(header, sort_keys=True) + "\n"
+            prefix = dumps(header, sort_keys=True) + "\n"
         row = {"id": item, "run": self.key, "prompt_digest": prompt_digest, field: payload}
-        self._write(prefix + json.dumps(row) + "\n")
+        self._write(prefix + dumps(row) + "\n")
 
     def load(self, prompts: list[Prompt]) -> dict[str, Generation]:
         """Finished generations of this run for these prompts."""
@@ -153,10 +154,16 @@ class ResultStore:
     def _write(self, text: str) -> None:
         """One write(2) of whole lines on an O_APPEND descriptor: an interrupt lands before or after
         it, never inside, and a line starts where the previous one ended."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, text.encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, text.encode("utf-8"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as error:
+            raise OutputError(
+                f"cannot append to {self.path}: {describe_os_error(error)}; the results written before "
+                "are kept and a rerun resumes from them"
+            ) from None

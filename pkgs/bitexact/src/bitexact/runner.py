@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 from bitexact.engines.base import Engine, Settings
 from bitexact.errors import EngineError
-from bitexact.generation import Generation
+from bitexact.generation import Generation, non_finite
 from bitexact.progress import Progress
 from bitexact.prompts import Prompt
 from bitexact.results import ResultStore
@@ -49,6 +49,13 @@ def run_battery(
     def save(generation: Generation) -> None:
         if generation.prompt_id in done or generation.prompt_id not in by_id:
             return
+        bad = non_finite(generation)
+        if bad is not None:
+            raise EngineError(
+                f"prompt {generation.prompt_id!r}, {bad}: the engine's numerics are broken (NaN or infinity "
+                "where a logprob belongs), so nothing of this prompt is stored or recorded; check the card, "
+                "the weights and the dtype"
+            )
         if store is not None:
             store.append(by_id[generation.prompt_id], generation)
         done[generation.prompt_id] = generation

@@ -21,6 +21,7 @@ from pinlock.pins import (
     CARGO_PIN,
     DEFAULT_RECIPE,
     MANIFESTS,
+    RECIPE_SCHEMAS,
     SERVER_ENV,
     SRC_PIN,
     STUBS_PIN,
@@ -50,8 +51,15 @@ class Context:
     def recipe(self) -> dict[str, Any]:
         path = self.recipe_path or self.root / DEFAULT_RECIPE
         data = read_json(path)
-        if not isinstance(data, dict):
+        if data is None:
             raise UsageError(f"recipe {path} is missing: pass --recipe PATH or run in the flake's checkout")
+        if not isinstance(data, dict):
+            raise UsageError(f"recipe {path} is not a JSON object; is this a recipe file?")
+        if data.get("schema") not in RECIPE_SCHEMAS:
+            raise UsageError(
+                f"recipe {path}: schema {data.get('schema')!r} is not one pinlock reads "
+                f"({list(RECIPE_SCHEMAS)}); use the pinlock of the flake the recipe came with"
+            )
         return data
 
 
@@ -191,6 +199,14 @@ def lock_weights(ctx: Context, repo: str, revision: str, located: snapshot.Locat
     if state == "pinned" and not ctx.force:
         say(f"{path.relative_to(ctx.root)}: already pinned at {revision[:12]}; --force recomputes")
         return
+    pinned, wanted = pinned_revision(ctx, repo), recipe_revision(ctx, repo)
+    if pinned is not None and pinned != revision and revision != wanted and not ctx.force:
+        # Replacing the pin with a revision the recipe does not name would leave the recipe unpinned.
+        raise UsageError(
+            f"{path.relative_to(ctx.root)} already pins {repo}@{pinned}; pinning @{revision} would replace "
+            f"it, and the recipe, which names @{wanted or '(none)'}, would then find its pin absent: update "
+            "the recipe's revision first (docs/bumping.md), or pass --force to replace the pin anyway"
+        )
     if state == "MALFORMED":
         say(f"{detail}: writing it again")
     if located is not None:
@@ -201,6 +217,24 @@ def lock_weights(ctx: Context, repo: str, revision: str, located: snapshot.Locat
     write_json(path, manifest)
     total = sum(f["size"] for f in manifest["files"]) / 2**30
     say(f"{path.relative_to(ctx.root)}: {len(manifest['files'])} files, {total:.2f} GiB")
+
+
+def pinned_revision(ctx: Context, repo: str) -> str | None:
+    """The revision the checkout's manifest of `repo` pins, when it is a readable manifest."""
+    try:
+        data = read_json(ctx.root / MANIFESTS / hf.manifest_filename(repo))
+    except PinError:
+        return None
+    revision = data.get("revision") if isinstance(data, dict) else None
+    return revision if isinstance(revision, str) and data.get("repo") == repo else None
+
+
+def recipe_revision(ctx: Context, repo: str) -> str | None:
+    """The revision the recipe names for `repo` (its model or drafter), if it names it."""
+    try:
+        return dict(recipe_repos(ctx)).get(repo)
+    except PinError:
+        return None
 
 
 def manifest_state(ctx: Context, repo: str, revision: str) -> tuple[str, str]:
@@ -224,9 +258,13 @@ def manifest_state(ctx: Context, repo: str, revision: str) -> tuple[str, str]:
     return "pinned", ""
 
 
-def _file_progress() -> Callable[[str], Callable[[int], None]]:
-    def for_file(name: str) -> Callable[[int], None]:
-        return net.Progress(f"  {name}", None)
+def _file_progress() -> Callable[[str, int], Callable[[int], None]]:
+    """Per file: `  hashing NAME  1.2 GiB of 4.9 GiB  850 MiB/s` while it is read (redrawn on a terminal,
+    a line every 10 s elsewhere), and a last line when it is done, so a long hash never looks stuck."""
+
+    def for_file(name: str, size: int) -> Callable[[int], None]:
+        bar = net.Progress(f"  hashing {name}", size)
+        return lambda done: bar(done, final=done >= size)
 
     return for_file
 

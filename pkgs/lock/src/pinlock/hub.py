@@ -10,8 +10,11 @@ timeouts, HTTP 429 and 5xx), with backoff. HF_TOKEN and HF_ENDPOINT are huggingf
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -110,6 +113,33 @@ def tree(repo: str, revision: str) -> list[RepoFile]:
         f"list {repo}@{revision[:12]}",
     )
     return [entry for entry in entries if isinstance(entry, RepoFile)]
+
+
+def listing_once(repo: str, revision: str) -> tuple[dict[str, int] | None, str]:
+    """({path: size} of repo@revision, "") from one try at the Hub's tree API, or (None, why) when it cannot
+    be had. A snapshot check asks once and goes on without it: it neither waits out huggingface_hub's
+    retries offline nor asks when HF_HUB_OFFLINE is set. The API as hub_standin.py documents it:
+    GET /api/models/{repo}/tree/{rev}?recursive=true, pages chained by `Link: <url>; rel="next"`."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        return None, "HF_HUB_OFFLINE is set"
+    base = (endpoint() or "https://huggingface.co").rstrip("/")
+    url: str | None = f"{base}/api/models/{repo}/tree/{revision}?recursive=true&expand=false"
+    headers = {"User-Agent": "pinlock"}
+    token = os.environ.get("HF_TOKEN")
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    sizes: dict[str, int] = {}
+    try:
+        while url:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=20) as answer:
+                for entry in json.loads(answer.read().decode("utf-8")):
+                    if entry.get("type") == "file":
+                        sizes[entry["path"]] = int(entry["size"])
+                found = re.search(r'<([^>]+)>;\s*rel="next"', answer.headers.get("Link") or "")
+                url = found.group(1) if found else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:  # no route, HTTP, bad JSON
+        return None, _first_line(error)
+    return sizes, ""
 
 
 def _lfs_sha256(item: RepoFile) -> str | None:

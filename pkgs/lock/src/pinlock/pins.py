@@ -17,6 +17,7 @@ MANIFESTS = Path("pkgs/weights/manifests")
 SERVER_ENV = Path("pkgs/server-env")
 RECIPES = Path("nix/recipes")
 DEFAULT_RECIPE = RECIPES / "qwen3.8-27b-exact.json"
+RECIPE_SCHEMAS = (1,)  # the recipe file formats pinlock reads (nix/recipes/*.json "schema")
 
 
 class PinError(RuntimeError):
@@ -38,12 +39,19 @@ def find_root(start: Path) -> Path:
 
 def read_json(path: Path) -> Any | None:
     """The parsed file, or None when it does not exist."""
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory, where a JSON file belongs")
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
     try:
-        return json.loads(text)
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise PinError(
+            f"{path}: not UTF-8 text (byte {error.start}: {data[error.start : error.start + 1]!r}); "
+            "save it as UTF-8, or delete it and run again"
+        ) from None
     except json.JSONDecodeError as error:
         raise PinError(f"{path}: not valid JSON ({error}); fix or delete it and run again") from None
 

@@ -25,10 +25,13 @@ import huggingface_hub
 from huggingface_hub import scan_cache_dir
 from huggingface_hub.utils import CachedRepoInfo, CachedRevisionInfo
 
+from pinlock import hub
 from pinlock.hf import HEX40, HEX64, content_ids, is_revision, manifest
 from pinlock.pins import PinError, UsageError
 
 _KINDS = ("models--", "datasets--", "spaces--")
+# Files that hold weights, as the Hub's model repos store them.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack")
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ def locate(path: Path, repo: str, revision: str | None) -> Located:
         )
     target = repos.get((cache / folder_name(repo)).resolve())
     if target is None or target.repo_type != "model":
+        _refuse_padded_refs(cache / folder_name(repo))
         corrupt = [w for w in info.warnings if folder_name(repo) in str(w)]
         if corrupt:
             raise PinError(f"{repo} in {cache}: huggingface_hub finds the cache corrupted: {corrupt[0]}")
@@ -101,6 +105,23 @@ def locate(path: Path, repo: str, revision: str | None) -> Located:
             f"the hub cache {cache} holds no {repo} (it holds {', '.join(held)}): {_fix(repo, revision)}"
         )
     return Located(cache, _revision(path, target, path_revision, revision))
+
+
+def _refuse_padded_refs(folder: Path) -> None:
+    """huggingface_hub (2.4) reads a ref byte for byte: `refs/main` written with a trailing newline names no
+    commit it has, and it drops the whole repo from the scan. Say so, naming the file."""
+    refs = folder / "refs"
+    if not refs.is_dir():
+        return
+    for ref in sorted(p for p in refs.rglob("*") if p.is_file()):
+        raw = ref.read_bytes()
+        if raw != raw.strip():
+            name = ref.relative_to(refs).as_posix()
+            raise UsageError(
+                f"{ref} holds {raw!r}: a commit with white space around it, which huggingface_hub reads as "
+                f"another name and so drops {folder.name} from the cache; write it without the newline "
+                f"(`printf %s {raw.strip().decode(errors='replace')} > {ref}`) and run again (ref {name})"
+            )
 
 
 def _revision(
@@ -148,7 +169,7 @@ def _listing(located: Located, repo: str) -> dict[str, int] | None:
 def manifest_from_cache(
     located: Located,
     repo: str,
-    progress: Callable[[str], Callable[[int], None]] | None = None,
+    progress: Callable[[str, int], Callable[[int], None]] | None = None,
     note: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """The manifest of the located snapshot, every file verified; PinError naming each file that fails."""
@@ -158,7 +179,9 @@ def manifest_from_cache(
     for cached in sorted(located.revision.files, key=lambda f: str(f.file_path)):
         rel = Path(cached.file_path).relative_to(snapshot).as_posix()
         blob = Path(cached.blob_path)
-        sha256, blob_id, size = content_ids(Path(cached.file_path), progress(rel) if progress else None)
+        path = Path(cached.file_path)
+        report = progress(rel, path.stat().st_size) if progress else None
+        sha256, blob_id, size = content_ids(path, report)
         etag = blob.name
         if HEX64.fullmatch(etag):
             lfs, matches, kind = True, sha256 == etag, "sha256"
@@ -187,27 +210,36 @@ def _completeness(
     located: Located, repo: str, sizes: dict[str, int], snapshot: Path, note: Callable[[str], None] | None
 ) -> list[str]:
     problems = []
-    listing = _listing(located, repo)
+    listing, source = _listing(located, repo), "the commit's cached listing"
     if listing is None:
-        if note:
+        listing, why = hub.listing_once(repo, located.commit)
+        source = "the Hub's listing of the commit"
+        if listing is None and note:
             note(
-                f"{snapshot}: huggingface_hub recorded no file listing for this commit (snapshot_download "
-                "writes one from huggingface_hub 1.x on), so a file never downloaded cannot be noticed: the "
-                f"manifest lists the {len(sizes)} files present"
+                f"{snapshot}: huggingface_hub recorded no file listing for this commit and the Hub could "
+                f"not be asked ({why}), so a file never downloaded can only be noticed through the "
+                "snapshot's own safetensors index"
+            )
+    if listing is None:
+        if not any(p.endswith(WEIGHT_SUFFIXES) for p in sizes):
+            problems.append(
+                f"it holds no weights ({', '.join(sorted(sizes)) or 'no files'}; none ends with "
+                f"{', '.join(WEIGHT_SUFFIXES)}): a partial download; `hf download {repo} --revision "
+                f"{located.commit}` fetches the rest"
             )
     else:
         missing = sorted(set(listing) - set(sizes))
         if missing:
             shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
             problems.append(
-                f"the commit lists {len(missing)} file(s) the snapshot lacks: {shown}; "
+                f"{source} names {len(missing)} file(s) the snapshot lacks: {shown}; "
                 f"`hf download {repo} --revision {located.commit}` fetches them"
             )
         for path in sorted(set(sizes) & set(listing)):
             if sizes[path] != listing[path]:
-                problems.append(f"{path}: {sizes[path]} bytes, the commit's listing says {listing[path]}")
+                problems.append(f"{path}: {sizes[path]} bytes, {source} says {listing[path]}")
         for path in sorted(set(sizes) - set(listing)):
-            problems.append(f"{path} is not in the commit's file listing")
+            problems.append(f"{path} is not in {source}")
     for path in sorted(p for p in sizes if p.endswith(".safetensors.index.json")):
         problems += _shards_missing(snapshot, path, sizes)
     return problems

@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# The recipe file formats this launcher reads (the file's "schema"): a newer one may mean what this one
+# would silently get wrong.
+RECIPE_SCHEMAS = (1,)
 # Keys a variant may carry; anything else is a typo that would silently do nothing.
 VARIANT_KEYS = frozenset({"description", "speculative", "unset", "set", "env", "client"})
 
@@ -93,6 +96,11 @@ def parse_recipe(data: Any, where: Path) -> Recipe:
     """Check the parsed JSON of a recipe and return what the launcher needs from it."""
     if not isinstance(data, Mapping):
         raise RecipeError(f"{where}: a recipe is a JSON object")
+    if data.get("schema") not in RECIPE_SCHEMAS:
+        raise RecipeError(
+            f"{where}: `schema` is {data.get('schema')!r}; this launcher reads schema "
+            f"{list(RECIPE_SCHEMAS)}: use the launcher of the flake the recipe came with"
+        )
     argv = _strings(_require(data, "launch.argv", list, where), "launch.argv", where)
     if argv[:3] != ("python", "-m", "sglang.launch_server"):
         raise RecipeError(f"{where}: `launch.argv` must start with python -m sglang.launch_server")
@@ -113,10 +121,19 @@ def parse_recipe(data: Any, where: Path) -> Recipe:
 
 def load_recipe(path: Path) -> Recipe:
     """Read and check a recipe file; every problem is a RecipeError naming the file."""
+    if path.is_dir():
+        raise RecipeError(f"recipe {path} is a directory; give the recipe file (nix/recipes/<name>.json)")
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as error:
         raise RecipeError(f"cannot read recipe {path}: {error.strerror}") from error
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise RecipeError(
+            f"{path}: not UTF-8 text (byte {error.start}: {raw[error.start : error.start + 1]!r}); "
+            "save the recipe as UTF-8"
+        ) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:

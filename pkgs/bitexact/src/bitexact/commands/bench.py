@@ -23,6 +23,7 @@ from bitexact.engines.base import Timing
 from bitexact.engines.factory import open_engine
 from bitexact.engines.spec import parse_engine
 from bitexact.errors import EngineError
+from bitexact.helptext import ENGINE, verb_parser
 from bitexact.longprompts import long_prompt
 from bitexact.presets import BENCH_LENGTHS, load_recipe
 from bitexact.progress import Progress
@@ -34,8 +35,8 @@ from bitexact.runner import STALL_S
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("bench", help="single-stream decode t/s and time to first token")
-    p.add_argument("engine")
+    p = verb_parser(sub, "bench", help="single-stream decode t/s and time to first token")
+    p.add_argument("engine", help=ENGINE)
     p.add_argument(
         "--lengths", help="prompt lengths in tokens (e.g. 640,2200,128k); default the recipe's preset"
     )
@@ -45,7 +46,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--runs", type=count(1), default=1, help="timed runs per length (the median is reported)")
     p.add_argument("--tokenizer", help="a local tokenizer folder or 'bytes' (prompts become real text)")
     p.add_argument("--vocab-size", type=count(2), help="without a tokenizer: random ids below this")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the prompt generator (default 0)")
+    p.add_argument(
+        "--allow-short",
+        action="store_true",
+        help="keep runs in which the server returned fewer than --new-tokens tokens (flagged in the "
+        "report); without it such a run is an error, since t/s over a short answer is not comparable",
+    )
     p.add_argument(
         "--out", type=Path, default=Path("bitexact-out"), help="timings (JSONL, resumable) and reports"
     )
@@ -92,6 +99,15 @@ def _measure(
             store.append_row(item, prompt.digest(), "timing", dataclasses.asdict(timing))
             done[item] = timing
             bar.advance(1, f"{len(prompt.input_ids or ())} tokens")
+    short = [t for t in done.values() if t.new_tokens < args.new_tokens]
+    if short and not args.allow_short:
+        t = short[0]
+        raise EngineError(
+            f"a run at {t.prompt_tokens} prompt tokens returned {t.new_tokens} of the {args.new_tokens} new "
+            f"tokens asked ({len(short)} short run(s)): the server stopped early (its context length, a cap "
+            "on new tokens, or an abort), and t/s over a short answer is not comparable; fix the server, "
+            "or pass --allow-short to keep such runs (the report flags them)"
+        )
     return done
 
 
@@ -137,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
                 "runs": len(runs),
                 "ttft_s": _median([t.ttft_s for t in runs]),
                 "decode_tps": _median([t.decode_tps for t in runs]),
+                "short": min(t.new_tokens for t in runs) < args.new_tokens,
             }
         )
     summary: dict[str, Any] = {
@@ -149,6 +166,10 @@ def run(args: argparse.Namespace) -> int:
         "results": str(store.path),
     }
     summary["reports"] = write_reports(args.out, "bench", bench_markdown(summary), bench_html(summary))
-    shown = ", ".join(f"{r['prompt_tokens']} tokens {r['decode_tps']:.1f} t/s" for r in rows)
+    summary["asked_new_tokens"] = args.new_tokens
+    shown = ", ".join(
+        f"{r['prompt_tokens']} tokens {r['decode_tps']:.1f} t/s" + (" (SHORT)" if r["short"] else "")
+        for r in rows
+    )
     emit(summary, args.json, f"bench: finished: {shown}; report: {summary['reports'][1]}")
     return 0

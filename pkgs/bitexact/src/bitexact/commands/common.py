@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -16,6 +16,7 @@ from bitexact.engines.base import Engine, Settings
 from bitexact.engines.factory import open_engine
 from bitexact.engines.spec import parse_engine
 from bitexact.errors import UsageError
+from bitexact.files import atomic_write_text, dumps
 from bitexact.generation import Generation
 from bitexact.longprompts import long_battery
 from bitexact.prompts import (
@@ -137,13 +138,17 @@ def run_side(
     inflight: int = 1,
     group: int | None = None,
     tokenizer: str | None = None,
+    vet: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[list[Generation], dict[str, Any]]:
-    """Open the engine, run the prompts with results stored under `out`, close it."""
+    """Open the engine, run the prompts with results stored under `out`, close it. `vet` sees the engine's
+    identity before any prompt runs and may refuse it (a golden of another model, say)."""
     engine: Engine = open_engine(raw, inflight=inflight, tokenizer=tokenizer)
     if group is not None:
         engine.group_size = group
     try:
         identity = engine.identity()
+        if vet is not None:
+            vet(identity)
         store = keyed_store(out, tag, raw, identity, settings.to_json(), group=engine.group_size)
         gens = run_battery(engine, prompts, settings, store, f"{tag} {raw}")
     finally:
@@ -157,7 +162,7 @@ def keyed_store(
     """The results file of `raw` under `out`, keyed by what the engine is (its identity, not the
     engine string) and what it was asked: rows of another build or other settings are set aside."""
     spec = parse_engine(raw)
-    if spec.kind in ("sglang", "openai") and not identity.get("version"):
+    if spec.kind in ("sglang", "openai", "llamacpp") and not identity.get("version"):
         print(
             f"bitexact: {raw}: the server reports no version; stored results cannot be told from "
             "another build's on this address: use a fresh --out after changing the server",
@@ -168,21 +173,31 @@ def keyed_store(
 
 
 def write_reports(out: Path, stem: str, markdown: str, html: str) -> list[str]:
-    out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{stem}.md", out / f"{stem}.html"]
-    paths[0].write_text(markdown, encoding="utf-8")
-    paths[1].write_text(html, encoding="utf-8")
+    atomic_write_text(paths[0], markdown)
+    atomic_write_text(paths[1], html)
     return [str(p) for p in paths]
 
 
 def emit(summary: dict[str, Any], as_json: bool, verdict: str) -> None:
     """`--json`: the summary; otherwise one line, the verdict (details are in the reports)."""
     if as_json:
-        json.dump(summary, sys.stdout, indent=1, default=str)
+        sys.stdout.write(dumps(finite_or_text(summary), indent=1, default=str))
         sys.stdout.write("\n")
     else:
         sys.stdout.write(verdict.replace("\n", " ") + "\n")
     sys.stdout.flush()
+
+
+def finite_or_text(value: Any) -> Any:
+    """`value` with every non-finite float replaced by its text ("inf", "nan"): --json stays standard JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: finite_or_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_text(v) for v in value]
+    return value
 
 
 def add_prompt_options(p: argparse.ArgumentParser) -> None:

@@ -22,9 +22,10 @@ from bitexact.commands.common import (
 from bitexact.commands.parity import write_comparison
 from bitexact.engines.base import Settings
 from bitexact.engines.spec import parse_engine
-from bitexact.errors import UsageError
+from bitexact.errors import GoldenError, UsageError
 from bitexact.golden import build_record, golden_path, load_golden, write_record
-from bitexact.identity import CPU, detect_card, gpu_info
+from bitexact.helptext import ENGINE, EXAMPLES, HelpFormatter, verb_parser
+from bitexact.identity import CPU, detect_card, gpu_info, known_card_slugs, model_mismatch
 from bitexact.presets import _side, load_recipe
 from bitexact.report.html import record_html
 from bitexact.report.markdown import record_markdown
@@ -35,14 +36,14 @@ SLUG = re.compile(r"[a-z0-9][a-z0-9._-]*")
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("golden", help="golden records per card and recipe")
+    p = verb_parser(sub, "golden", help="golden records per card and recipe")
     verbs = p.add_subparsers(dest="golden_verb", required=True, metavar="{record,check}")
     for name, helptext in (
         ("record", "record a golden on this card"),
         ("check", "compare with this card's golden"),
     ):
-        q = verbs.add_parser(name, help=helptext)
-        q.add_argument("engine")
+        q = verbs.add_parser(name, help=helptext, formatter_class=HelpFormatter, epilog=EXAMPLES["golden"])
+        q.add_argument("engine", help=ENGINE)
         q.add_argument(
             "--card",
             help="slug of the card the engine runs on (default: this machine's GPU, for engines in process "
@@ -70,6 +71,19 @@ def add_parser(sub: Any) -> None:
         )
         if name == "record":
             q.add_argument("--force", action="store_true", help="replace an existing golden")
+            q.add_argument(
+                "--new-card",
+                action="store_true",
+                help="record for a card the card table does not list (its --card slug becomes the golden's "
+                "directory); without it an unknown slug is refused, since a typo would start a new card",
+            )
+        else:
+            q.add_argument(
+                "--allow-identity-mismatch",
+                action="store_true",
+                help="compare even when the server names another model or revision than the golden "
+                "(same weights under another path, say); the mismatch is still shown in the report",
+            )
         add_prompt_options(q)
         q.set_defaults(run=record if name == "record" else check)
 
@@ -144,8 +158,20 @@ def _path(args: argparse.Namespace, card: str, name: str) -> Path:
     return (args.golden or golden_path(golden_dir_of(args), card, name)).absolute()
 
 
+def _known_card(args: argparse.Namespace, card: str) -> None:
+    """A golden keyed by a slug no table lists is refused unless --new-card says it is meant."""
+    where = None if args.golden else golden_dir_of(args)
+    known = known_card_slugs(where)
+    if card not in known and not args.new_card:
+        raise UsageError(
+            f"--card {card!r} names no known card (known: {', '.join(known)}); check the spelling, or pass "
+            "--new-card to start goldens for a card the table (docs/cards.md) does not list"
+        )
+
+
 def record(args: argparse.Namespace) -> int:
     card, name, spec = _key(args)
+    _known_card(args, card)
     path = _path(args, card, name)
     if path.exists() and not args.force:
         raise UsageError(
@@ -251,7 +277,19 @@ def check(args: argparse.Namespace) -> int:
     golden = load_golden(_path(args, card, name), card=card, recipe=name)
     settings = _stored_settings(args, golden.path, golden.record["settings"])
     prompts, expected = _selected(args, golden)
-    gens, identity = run_side(args.engine, prompts, settings, args.out, "check", tokenizer=args.tokenizer)
+
+    def vet(identity: dict[str, Any]) -> None:
+        mismatch = model_mismatch(golden.record["metadata"].get("engine_identity") or {}, identity)
+        if mismatch and not args.allow_identity_mismatch:
+            raise GoldenError(
+                f"{args.engine} serves another model than golden {golden.path} was recorded from "
+                f"({'; '.join(mismatch)}); check the server's --model-path, or pass "
+                "--allow-identity-mismatch to compare anyway"
+            )
+
+    gens, identity = run_side(
+        args.engine, prompts, settings, args.out, "check", tokenizer=args.tokenizer, vet=vet
+    )
     check_spec(gens, spec, args.engine)
     summary = comparison_summary(
         verb="golden check",

@@ -17,6 +17,8 @@ from bitexact.commands.common import (
     write_reports,
 )
 from bitexact.engines.spec import parse_engine
+from bitexact.errors import UsageError
+from bitexact.helptext import verb_parser
 from bitexact.presets import LONG_LENGTHS, Side, load_recipe, make_preset
 from bitexact.report.html import comparison_html
 from bitexact.report.markdown import comparison_markdown
@@ -25,7 +27,7 @@ from bitexact.summary import comparison_summary
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("parity", help="compare two engines token by token, logprob by logprob")
+    p = verb_parser(sub, "parity", help="compare two engines token by token, logprob by logprob")
     p.add_argument("a", help="engine A (e.g. the recipe's server)")
     p.add_argument("b", help="engine B (the reference, e.g. the no-spec server)")
     p.add_argument("--preset", help="a recipe variant (recipe, forced-reject, inflight-8, ...) or 'long'")
@@ -35,6 +37,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--inflight-a", type=count(1), help="requests in flight on A (HTTP engines)")
     p.add_argument("--inflight-b", type=count(1), help="requests in flight on B (HTTP engines)")
     p.add_argument("--name", help="file name stem of the reports (default: parity or parity-PRESET)")
+    p.add_argument(
+        "--allow-same-engine",
+        action="store_true",
+        help="compare an engine with itself (the same address on both sides): a repeat check, not parity; "
+        "the verdict says so",
+    )
     add_prompt_options(p)
     p.set_defaults(run=run)
 
@@ -58,6 +66,13 @@ def run(args: argparse.Namespace) -> int:
     spec_b = args.spec_b or side_b.spec
     settings = settings_of(args)
     prompts = resolve_prompts(args, [args.a, args.b], long_lengths)
+    same = parse_engine(args.a).canonical == parse_engine(args.b).canonical
+    if same and not args.allow_same_engine:
+        raise UsageError(
+            f"A and B are the same engine ({parse_engine(args.a).canonical}): parity of an engine with "
+            "itself proves nothing about the change under test; point B at the reference server, or pass "
+            "--allow-same-engine (then it is a repeat check, and the verdict says so)"
+        )
     inflight_a, inflight_b = args.inflight_a or side_a.inflight, args.inflight_b or side_b.inflight
     gens_a, ident_a = run_side(args.a, prompts, settings, args.out, "A", inflight_a, tokenizer=args.tokenizer)
     gens_b, ident_b = run_side(args.b, prompts, settings, args.out, "B", inflight_b, tokenizer=args.tokenizer)
@@ -86,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
     stem = args.name or (f"parity-{args.preset}" if args.preset else "parity")
     summary["reports"] = write_comparison(args.out, stem, summary)
     verdict = "EQUAL" if summary["differ"] == 0 else "DIFFERENT"
+    if same:
+        verdict += " (the same engine on both sides: a repeat check, not parity)"
+        summary["same_engine"] = True
     emit(
         summary,
         args.json,

@@ -17,14 +17,15 @@ from bitexact.commands.common import (
 from bitexact.compare import compare
 from bitexact.engines.spec import parse_engine
 from bitexact.errors import UsageError
+from bitexact.helptext import ENGINE, verb_parser
 from bitexact.prompts import Prompt
 from bitexact.report.html import repeat_html
 from bitexact.report.markdown import repeat_markdown
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("repeat", help="run-to-run repeatability: the same requests N times")
-    p.add_argument("engine")
+    p = verb_parser(sub, "repeat", help="run-to-run repeatability: the same requests N times")
+    p.add_argument("engine", help=ENGINE)
     p.add_argument("--repeats", "-n", type=count(2), default=50, help="requests per prompt (default 50)")
     p.add_argument(
         "--batch", "-b", type=count(1), default=8, help="requests sent together (batch or in flight)"
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
                 "prompt_id": prompt.id,
                 "compared": len(comps),
                 "divergent": sum(not c.equal for c in comps),
+                "token_divergent": sum(not c.tokens_equal for c in comps),
                 "positions": [c.first_divergence for c in comps if not c.equal],
             }
         )
@@ -76,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         "settings": settings.to_json(),
         "compared": sum(r["compared"] for r in per_prompt),
         "divergent": sum(r["divergent"] for r in per_prompt),
+        "token_divergent": sum(r["token_divergent"] for r in per_prompt),
         "per_prompt": per_prompt,
     }
     summary["reports"] = write_reports(args.out, "repeat", repeat_markdown(summary), repeat_html(summary))
@@ -83,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     emit(
         summary,
         args.json,
-        f"repeat: {verdict}: {summary['divergent']}/{summary['compared']} repeats differ from the first; "
+        f"repeat: {verdict}: {summary['divergent']}/{summary['compared']} repeats differ from the first "
+        f"({summary['token_divergent']} in token ids, the rest in logprobs or top-k only); "
         f"report: {summary['reports'][1]}",
     )
     return 0 if summary["divergent"] == 0 else 1

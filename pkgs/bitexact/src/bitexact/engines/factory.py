@@ -18,6 +18,10 @@ def open_engine(raw: str, inflight: int = 1, tokenizer: str | None = None) -> En
         from bitexact.engines.openai_http import OpenAIHttpEngine
 
         return OpenAIHttpEngine(spec, inflight, tokenizer)
+    if spec.kind == "llamacpp":
+        from bitexact.engines.llamacpp_http import LlamaCppHttpEngine
+
+        return LlamaCppHttpEngine(spec, inflight)
     if spec.kind == "hf":
         from bitexact.engines.hf import HFEngine
 

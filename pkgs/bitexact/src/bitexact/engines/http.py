@@ -34,12 +34,18 @@ def request_timeout(prompt_tokens: int, new_tokens: int, inflight: int = 1) -> f
 
 def work_of(payload: dict[str, Any] | None) -> tuple[int, int]:
     """(prompt tokens, new tokens) of a generate request in SGLang's native shape (`input_ids` or
-    `text`, `sampling_params.max_new_tokens`) or the OpenAI completions shape (`prompt`, `max_tokens`);
-    a text prompt counts one token per character (an upper bound for real tokenizers)."""
+    `text`, `sampling_params.max_new_tokens`), the OpenAI completions shape (`prompt`, `max_tokens`) or
+    llama.cpp's native one (`prompt`, `n_predict`); a text prompt counts one token per character (an upper
+    bound for real tokenizers)."""
     if not payload:
         return 0, 0
     prompt = payload.get("input_ids", payload.get("text", payload.get("prompt")))
-    new = payload.get("max_tokens") or (payload.get("sampling_params") or {}).get("max_new_tokens") or 0
+    new = (
+        payload.get("max_tokens")
+        or payload.get("n_predict")
+        or (payload.get("sampling_params") or {}).get("max_new_tokens")
+        or 0
+    )
     return (len(prompt) if isinstance(prompt, list | str) else 0), int(new)
 
 

@@ -11,7 +11,8 @@ from bitexact.errors import UsageError
 
 N = TypeVar("N", int, float)
 
-KINDS = ("sglang", "openai", "hf", "sglang-engine")
+KINDS = ("sglang", "openai", "llamacpp", "hf", "sglang-engine")
+HTTP_KINDS = ("sglang", "openai", "llamacpp")
 HF_KEYS = {"device", "batch", "assistant", "dtype"}
 HTTP_KEYS = {"timeout", "retries"}
 # Options that change how a client waits, never what an engine answers: they key no results.
@@ -20,7 +21,8 @@ ZERO_ALLOWED = {"retries"}  # retries=0: one attempt
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 EXAMPLES = (
     "sglang+http://127.0.0.1:30000, openai+http://127.0.0.1:8000/v1?model=NAME, "
-    "hf:/path/to/model?device=cuda&batch=8, sglang-engine:/path/to/model?attention_backend=triton"
+    "llamacpp+http://127.0.0.1:8080, hf:/path/to/model?device=cuda&batch=8, "
+    "sglang-engine:/path/to/model?attention_backend=triton"
 )
 
 
@@ -37,14 +39,14 @@ class EngineSpec:
         names stored results, so `?retries=5` does not throw a valid resume away."""
         kept = sorted((k, v) for k, v in self.params.items() if k not in TRANSPORT_KEYS)
         query = f"?{urlencode(kept)}" if kept else ""
-        if self.kind in ("sglang", "openai"):
+        if self.kind in HTTP_KINDS:
             return f"{self.kind}+{self.target}{query}"
         return f"{self.kind}:{self.target}{query}"
 
     @property
     def local(self) -> bool:
         """Runs on this machine's hardware: in process, or a server on the loopback interface."""
-        if self.kind in ("sglang", "openai"):
+        if self.kind in HTTP_KINDS:
             return (urlsplit(self.target).hostname or "") in LOOPBACK_HOSTS
         return True
 
@@ -83,7 +85,7 @@ def _query(raw: str, query: str) -> dict[str, str]:
 
 
 def parse_engine(raw: str) -> EngineSpec:
-    if raw.startswith(("sglang+http://", "sglang+https://", "openai+http://", "openai+https://")):
+    if raw.startswith(tuple(f"{kind}+{scheme}://" for kind in HTTP_KINDS for scheme in ("http", "https"))):
         kind, url = raw.split("+", 1)
         parts = urlsplit(url)
         if not parts.hostname:

@@ -15,16 +15,24 @@ from bitexact.report.markdown import (
     RECORD_HEADER,
     REPEAT_HEADER,
     bench_rows,
+    bench_verdict,
     divergence_rows,
     record_rows,
     reference_lines,
     repeat_rows,
+    repeat_split,
+    verdict_word,
 )
-from bitexact.report.svg import Point, scatter
+from bitexact.report.svg import Point, Series, scatter, series_plot
 
+# Cells break only inside a word that does not fit (long URLs, identities), never a short word letter by
+# letter; header cells never break.
 STYLE = """body{font-family:sans-serif;max-width:72em;margin:2em auto;padding:0 1em}
-td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
-table{border-collapse:collapse;margin:1em 0}code{background:#f3f3f3;padding:0 2px}
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top;overflow-wrap:break-word}
+th{white-space:nowrap}table{border-collapse:collapse;margin:1em 0}
+table.sides td:nth-child(-n+3){white-space:nowrap}
+table.sides td:last-child{word-break:break-word;min-width:20em}
+code{background:#f3f3f3;padding:0 2px}.verdict{font-size:1.15em}
 .legend span{margin-right:1.5em}.dot{font-size:1.2em}"""
 
 
@@ -134,7 +142,7 @@ def comparison_html(summary: dict[str, Any]) -> str:
         ]
         for c in comps
     ]
-    verdict = f"{summary['equal']}/{summary['prompts']} prompts equal"
+    verdict = f"{verdict_word(summary['differ'] == 0)}: {summary['equal']}/{summary['prompts']} prompts equal"
     body = f"""<p class="verdict"><b>{verdict}</b> in every token id,
 logprob and top-{settings["top_logprobs"]} alternative ({summary["tokens_differ"]} differ in token ids).</p>
 {_sides(summary)}
@@ -159,7 +167,7 @@ def repeat_html(summary: dict[str, Any]) -> str:
     max_new = int(summary["settings"]["max_new_tokens"])
     counts = Counter(p for row in summary["per_prompt"] for p in row["positions"] if p is not None)
     points = [
-        Point(float(pos), float(n), f"{n} repeats first differ at position {pos}", "token-diverged")
+        Point(float(pos), float(n), f"{n} repeats first differ at position {pos}", "measured")
         for pos, n in sorted(counts.items())
     ]
     plot = (
@@ -175,9 +183,12 @@ def repeat_html(summary: dict[str, Any]) -> str:
         else "<p>No repeat differs from the first: nothing to plot.</p>"
     )
     rows = repeat_rows(summary["per_prompt"])
-    verdict = f"{summary['divergent']}/{summary['compared']} repeats differ from the first"
-    body = f"""<p class="verdict"><b>{verdict}</b>
-({summary["repeats"]} requests per prompt in groups of {summary["batch"]}, {len(rows)} prompts).</p>
+    verdict = (
+        f"{verdict_word(summary['divergent'] == 0)}: "
+        f"{summary['divergent']}/{summary['compared']} repeats differ from the first"
+    )
+    body = f"""<p class="verdict"><b>{verdict}</b> ({_e(repeat_split(summary))};
+{summary["repeats"]} requests per prompt in groups of {summary["batch"]}, {len(rows)} prompts).</p>
 {_engine(summary)}
 <p>Settings: {_e(settings_text(summary["settings"]))}</p>
 <h2>Where repeats first differ</h2>
@@ -187,29 +198,44 @@ def repeat_html(summary: dict[str, Any]) -> str:
     return page(summary["title"], body)
 
 
+REFERENCE_COLOURS = ("#e67e22", "#8e44ad", "#27ae60", "#7f8c8d", "#c0392b")
+
+
+def reference_series(reference: dict[str, Any] | None) -> list[Series]:
+    """The recipe's quoted decode figures (decodeTokensPerSecond: promptTokens and one list per engine)."""
+    figures = (reference or {}).get("decodeTokensPerSecond") or {}
+    lengths = figures.get("promptTokens") or []
+    named = [(n, v) for n, v in figures.items() if n != "promptTokens" and isinstance(v, list)]
+    return [
+        Series(f"{name} (recipe)", dict(zip(lengths, map(float, values), strict=False)), colour, hollow=True)
+        for (name, values), colour in zip(named, REFERENCE_COLOURS * 3, strict=False)
+    ]
+
+
 def bench_html(summary: dict[str, Any]) -> str:
     rows = summary["rows"]
     plot = "<p>No timed runs.</p>"
     if rows:
-        points = [
-            Point(
-                float(r["prompt_tokens"]),
-                float(r["decode_tps"]),
-                f"{r['prompt_tokens']} prompt tokens: {r['decode_tps']:.1f} t/s",
-                "measured",
-            )
-            for r in rows
-        ]
-        plot = scatter(
-            points,
-            x_max=float(max(r["prompt_tokens"] for r in rows)),
-            y_max=max(p.y for p in points) or 1.0,
-            x_label="prompt tokens",
-            y_label="decode tokens/s",
+        measured = Series(
+            "measured", {int(r["prompt_tokens"]): float(r["decode_tps"]) for r in rows}, "#2c7fb8"
         )
+        references = reference_series(summary.get("reference"))
+        plot = series_plot([measured, *references], x_label="prompt tokens", y_label="decode tokens/s")
+        if references:
+            plot += _legend(
+                [
+                    ("#2c7fb8", "measured here (filled)"),
+                    ("#e67e22", "the recipe's quoted figures (rings, dashed)"),
+                ]
+            )
     reference = "".join(f"<p>{_e(line)}</p>" for line in reference_lines(summary.get("reference")) if line)
-    body = f"""<p class="verdict"><b>{len(rows)} prompt lengths measured</b>, single stream, greedy;
-the median of the timed runs per length.</p>
+    short = (
+        " Runs flagged short returned fewer tokens than asked (--allow-short)."
+        if any(r.get("short") for r in rows)
+        else ""
+    )
+    body = f"""<p class="verdict"><b>{_e(bench_verdict(summary))}</b> Single stream, greedy;
+the median of the timed runs per length.{short}</p>
 {_engine(summary)}
 <h2>Decode rate by prompt length</h2>
 {plot}
@@ -221,7 +247,7 @@ the median of the timed runs per length.</p>
 def record_html(summary: dict[str, Any]) -> str:
     rows = record_rows(summary["rows"])
     spec = summary["spec"]
-    body = f"""<p class="verdict"><b>{summary["prompts"]} prompts recorded</b> to
+    body = f"""<p class="verdict"><b>RECORDED: {summary["prompts"]} prompts</b> to
 <code>{_e(summary["path"])}</code>
 (card <code>{_e(summary["card"])}</code>, recipe <code>{_e(summary["recipe"])}</code>, variant
 <code>{_e(summary["variant"])}</code>).</p>

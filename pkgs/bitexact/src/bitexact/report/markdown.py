@@ -80,13 +80,19 @@ def _code(s: str) -> str:
     return f"{fence} {s} {fence}" if fence == "``" else f"`{s}`"
 
 
+def verdict_word(equal: bool) -> str:
+    """The word every report leads with."""
+    return "EQUAL" if equal else "DIFFERENT"
+
+
 def comparison_markdown(summary: dict[str, Any]) -> str:
     comps = summary["comparisons"]
     rows = divergence_rows(comps)
     lines = [
         f"# {summary['title']}",
         "",
-        f"**{summary['equal']}/{summary['prompts']} prompts equal** in every token id, logprob and top-"
+        f"**{verdict_word(summary['differ'] == 0)}: {summary['equal']}/{summary['prompts']} prompts equal** "
+        "in every token id, logprob and top-"
         f"{summary['settings']['top_logprobs']} alternative "
         f"({summary['tokens_differ']} differ in token ids).",
         "",
@@ -117,9 +123,9 @@ def repeat_markdown(summary: dict[str, Any]) -> str:
     lines = [
         f"# {summary['title']}",
         "",
-        f"**{summary['divergent']}/{summary['compared']} repeats differ from the first** "
-        f"({summary['repeats']} requests per prompt in groups of {summary['batch']}, "
-        f"{len(summary['per_prompt'])} prompts).",
+        f"**{verdict_word(summary['divergent'] == 0)}: {summary['divergent']}/{summary['compared']} repeats "
+        f"differ from the first** ({repeat_split(summary)}; {summary['repeats']} requests per prompt in "
+        f"groups of {summary['batch']}, {len(summary['per_prompt'])} prompts).",
         "",
         f"- engine: `{summary['engine']}`",
         f"- identity: {identity_text(summary.get('identity') or {})}",
@@ -130,7 +136,19 @@ def repeat_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-REPEAT_HEADER = ["prompt", "repeats differing", "first divergence positions"]
+def repeat_split(summary: dict[str, Any]) -> str:
+    """What differed: token ids, or only logprobs / top-k alternatives."""
+    tokens = int(summary.get("token_divergent", 0))
+    return f"{tokens} in token ids, {summary['divergent'] - tokens} in logprobs or top-k only"
+
+
+REPEAT_HEADER = [
+    "prompt",
+    "repeats differing",
+    "in token ids",
+    "in logprobs only",
+    "first divergence positions",
+]
 
 
 def repeat_rows(per_prompt: list[dict[str, Any]]) -> list[list[str]]:
@@ -139,7 +157,16 @@ def repeat_rows(per_prompt: list[dict[str, Any]]) -> list[list[str]]:
     for row in per_prompt:
         positions = sorted({p for p in row["positions"] if p is not None})
         shown = ", ".join(str(p) for p in positions[:10]) + (", ..." if len(positions) > 10 else "")
-        rows.append([str(row["prompt_id"]), f"{row['divergent']}/{row['compared']}", shown or "-"])
+        tokens = int(row.get("token_divergent", 0))
+        rows.append(
+            [
+                str(row["prompt_id"]),
+                f"{row['divergent']}/{row['compared']}",
+                str(tokens),
+                str(row["divergent"] - tokens),
+                shown or "-",
+            ]
+        )
     return rows
 
 
@@ -150,7 +177,7 @@ def bench_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
     return [
         [
             str(r["prompt_tokens"]),
-            str(r["new_tokens"]),
+            str(r["new_tokens"]) + (" (short)" if r.get("short") else ""),
             str(r["runs"]),
             f"{r['ttft_s']:.3f}",
             f"{r['decode_tps']:.1f}",
@@ -168,11 +195,19 @@ def reference_lines(reference: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def bench_verdict(summary: dict[str, Any]) -> str:
+    """MEASURED, or SHORT ANSWERS where a run kept with --allow-short returned fewer tokens than asked."""
+    short = [r for r in summary["rows"] if r.get("short")]
+    if short:
+        return f"SHORT ANSWERS at {', '.join(str(r['prompt_tokens']) for r in short)} prompt tokens:"
+    return f"MEASURED: {len(summary['rows'])} prompt lengths."
+
+
 def bench_markdown(summary: dict[str, Any]) -> str:
     lines = [
         f"# {summary['title']}",
         "",
-        "Single stream, greedy; the median of the timed runs per prompt length.",
+        f"**{bench_verdict(summary)}** Single stream, greedy; the median of the timed runs per length.",
         "",
         f"- engine: `{summary['engine']}`",
         f"- identity: {identity_text(summary.get('identity') or {})}",
@@ -188,7 +223,7 @@ def record_markdown(summary: dict[str, Any]) -> str:
     lines = [
         f"# {summary['title']}",
         "",
-        f"**{summary['prompts']} prompts recorded** to `{summary['path']}` "
+        f"**RECORDED: {summary['prompts']} prompts** to `{summary['path']}` "
         f"(card `{summary['card']}`, recipe `{summary['recipe']}`, variant `{summary['variant']}`).",
         "",
         f"- engine: `{summary['engine']}`",

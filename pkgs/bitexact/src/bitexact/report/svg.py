@@ -111,11 +111,112 @@ def scatter(
         "</g>",
         '<g class="points">',
     ]
+    # Points that land on the same pixel are drawn once, larger, with their count: a plot never hides how
+    # many divergences share a position and margin.
+    groups: dict[tuple[str, float, float], list[Point]] = {}
     for p in points:
+        groups.setdefault((p.kind, round(x_of(p.x, x_max), 1), round(y_of(p.y, y_max), 1)), []).append(p)
+    for (kind, cx, cy), same in groups.items():
+        colour = COLOURS.get(kind, "#555")
+        radius = 5 if len(same) == 1 else 7
+        title = html.escape("\n".join(p.label for p in same))
+        count = f" coincident-{len(same)}" if len(same) > 1 else ""
         out.append(
-            f'<circle class="point {p.kind}" cx="{x_of(p.x, x_max):.1f}" cy="{y_of(p.y, y_max):.1f}" r="5" '
-            f'fill="{COLOURS.get(p.kind, "#555")}">'
-            f"<title>{html.escape(p.label)}</title></circle>"
+            f'<circle class="point {kind}{count}" cx="{cx:.1f}" cy="{cy:.1f}" r="{radius}" fill="{colour}">'
+            f"<title>{title}</title></circle>"
         )
+        if len(same) > 1:
+            out.append(
+                f'<text class="count" x="{cx + 9:.1f}" y="{cy - 6:.1f}" font-size="11" fill="{colour}">'
+                f"&#215;{len(same)}</text>"
+            )
     out += ["</g>", "</svg>"]
+    return "\n".join(out)
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    values: dict[int, float]  # x category (e.g. prompt tokens) -> y
+    colour: str
+    hollow: bool = False  # rings: figures quoted from elsewhere
+
+
+def series_plot(series: list[Series], *, x_label: str, y_label: str) -> str:
+    """Lines over categorical x (each distinct x an even step, labelled with its value), y from 0; each
+    series named once, at its right end, labels pushed apart so that they never overlap."""
+    xs = sorted({x for s in series for x in s.values})
+    top = max((v for s in series for v in s.values.values()), default=0.0) * 1.1 or 1.0
+    right = 200  # room for the series names
+    width = W + right - RIGHT
+    step = PLOT_W / max(len(xs), 1)
+
+    def px(x: int) -> float:
+        return LEFT + step * (xs.index(x) + 0.5)
+
+    bottom = TOP + PLOT_H
+    aria = html.escape(f"{y_label} against {x_label}")
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="plot series" width="{width}" height="{H}" '
+        f'viewBox="0 0 {width} {H}" role="img" aria-label="{aria}">',
+        f'<rect class="frame" x="{LEFT}" y="{TOP}" width="{PLOT_W}" height="{PLOT_H}" fill="none" '
+        'stroke="#ddd"/>',
+        f'<line class="axis" x1="{LEFT}" y1="{bottom}" x2="{LEFT + PLOT_W}" y2="{bottom}" stroke="black"/>',
+        f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom}" stroke="black"/>',
+    ]
+    out.append('<g class="x-axis">')
+    for x in xs:
+        out.append(
+            f'<line class="tick" x1="{px(x):.1f}" y1="{bottom}" x2="{px(x):.1f}" y2="{bottom + TICK}" '
+            'stroke="black"/>'
+        )
+        out.append(
+            f'<text class="tick-label" x="{px(x):.1f}" y="{bottom + TICK + 13}" text-anchor="middle" '
+            f'font-size="11">{x}</text>'
+        )
+    out += ["</g>", '<g class="y-axis">']
+    for value in ticks(top, False):
+        y = y_of(value, top)
+        out.append(
+            f'<line class="tick" x1="{LEFT - TICK}" y1="{y:.1f}" x2="{LEFT}" y2="{y:.1f}" stroke="black"/>'
+        )
+        out.append(
+            f'<text class="tick-label" x="{LEFT - TICK - 3}" y="{y + 4:.1f}" text-anchor="end" '
+            f'font-size="11">{_label(value, False)}</text>'
+        )
+    out.append("</g>")
+    mid = TOP + PLOT_H / 2
+    out += [
+        f'<text class="axis-label" x="{LEFT + PLOT_W / 2}" y="{H - 10}" text-anchor="middle" font-size="13">'
+        f"{html.escape(x_label)}</text>",
+        f'<text class="axis-label" x="16" y="{mid}" transform="rotate(-90 16 {mid})" text-anchor="middle" '
+        f'font-size="13">{html.escape(y_label)}</text>',
+    ]
+    ends: list[tuple[float, Series]] = []
+    for s in series:
+        points = [(px(x), y_of(v, top), x, v) for x, v in sorted(s.values.items())]
+        if len(points) > 1:
+            path = " ".join(f"{x:.1f},{y:.1f}" for x, y, _, _ in points)
+            dash = ' stroke-dasharray="4 3"' if s.hollow else ""
+            out.append(
+                f'<polyline fill="none" stroke="{s.colour}" stroke-width="1.5"{dash} points="{path}"/>'
+            )
+        for x, y, cat, v in points:
+            fill = f'fill="white" stroke="{s.colour}" stroke-width="2"' if s.hollow else f'fill="{s.colour}"'
+            out.append(
+                f'<circle class="point" cx="{x:.1f}" cy="{y:.1f}" r="4.5" {fill}>'
+                f"<title>{html.escape(f'{s.name}: {v:g} at {cat}')}</title></circle>"
+            )
+        if points:
+            ends.append((points[-1][1], s))
+    # names at the right edge, in the order of their last points, at least 13 px apart
+    placed: list[float] = []
+    for y, _ in sorted(ends, key=lambda e: e[0]):
+        placed.append(max(y, placed[-1] + 13) if placed else y)
+    for (_, s), y in zip(sorted(ends, key=lambda e: e[0]), placed, strict=True):
+        out.append(
+            f'<text class="series-name" x="{LEFT + PLOT_W + 8}" y="{y + 4:.1f}" font-size="12" '
+            f'fill="{s.colour}">{html.escape(s.name)}</text>'
+        )
+    out.append("</svg>")
     return "\n".join(out)

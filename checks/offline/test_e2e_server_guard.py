@@ -1,0 +1,148 @@
+"""The end-to-end runner's server guard (checks/e2e/batteries.py `Server`, checks/e2e/ports.py) with real
+processes on real ports: a taken port is refused naming its holder; readiness counts only when the
+listener is the server this run started; SIGTERM and Ctrl-C stop that server (a server left by a run cut
+short once answered a later run of another tree)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "checks" / "e2e"))
+import batteries  # noqa: E402
+import ports  # noqa: E402
+
+# A stand-in for SGLang's readiness endpoint: what batteries.Server polls (GET /health_generate -> 200).
+HEALTH_SERVER = textwrap.dedent(
+    """
+    import http.server, sys
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health_generate" else 404)
+            self.end_headers()
+        def log_message(self, *args):
+            pass
+    http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+    """
+)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_listening(port: int, deadline_s: float = 10.0) -> None:
+    until = time.monotonic() + deadline_s
+    while ports.port_free(port):
+        assert time.monotonic() < until, f"nothing listens on {port}"
+        time.sleep(0.05)
+
+
+def health_command(port: int) -> tuple[list[str], dict[str, str]]:
+    return [sys.executable, "-c", HEALTH_SERVER, str(port)], dict(os.environ)
+
+
+def test_a_taken_port_is_refused_naming_the_holder(tmp_path: Path) -> None:
+    port = free_port()
+    holder = subprocess.Popen([sys.executable, "-c", HEALTH_SERVER, str(port)])
+    try:
+        wait_listening(port)
+        with pytest.raises(
+            batteries.PortTaken, match=rf"port {port} is taken \(pid {holder.pid}: .*-c"
+        ) as caught:
+            batteries.Server(
+                tmp_path, "patched", "recipe", port, tmp_path / "s.log", command=health_command(port)
+            )
+        assert "choose another --port" in str(caught.value)
+        assert ports.listeners(port) == {holder.pid: ports.listeners(port)[holder.pid]}
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_the_runners_own_server_is_ready_and_stops(tmp_path: Path) -> None:
+    port = free_port()
+    server = batteries.Server(
+        tmp_path, "patched", "recipe", port, tmp_path / "s.log", command=health_command(port)
+    )
+    try:
+        assert server.wait_ready(20) < 20
+        assert ports.in_group(next(iter(ports.listeners(port))), server.proc.pid)
+    finally:
+        server.stop()
+    assert server.proc.returncode is not None and ports.port_free(port)
+
+
+def test_an_impostor_on_the_port_is_not_taken_for_the_server(tmp_path: Path) -> None:
+    """The runner's own process never listens; another one answers on its port: not ready, named."""
+    port = free_port()
+    idle = ([sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ))
+    server = batteries.Server(tmp_path, "stock", "recipe", port, tmp_path / "s.log", command=idle)
+    impostor = subprocess.Popen([sys.executable, "-c", HEALTH_SERVER, str(port)])
+    try:
+        wait_listening(port)
+        with pytest.raises(
+            RuntimeError, match=rf"not from the recipe server this run started.*pid {impostor.pid}"
+        ):
+            server.wait_ready(3)
+    finally:
+        server.stop()
+        impostor.kill()
+        impostor.wait()
+
+
+RUNNER = textwrap.dedent(
+    """
+    import os, signal, sys
+    sys.path.insert(0, sys.argv[1])
+    import batteries
+    from pathlib import Path
+    port, log = int(sys.argv[2]), Path(sys.argv[3])
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as batteries.py's __main__ does
+    command = ([sys.executable, "-c", sys.argv[4], str(port)], dict(os.environ))
+    server = batteries.Server(log.parent, "patched", "recipe", port, log, command=command)
+    try:
+        server.wait_ready(20)
+        print(server.proc.pid, flush=True)
+        signal.pause()
+    finally:
+        server.stop()
+    """
+)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_to_the_runner_stops_its_server(tmp_path: Path, sig: signal.Signals) -> None:
+    port = free_port()
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            RUNNER,
+            str(REPO / "checks" / "e2e"),
+            str(port),
+            str(tmp_path / "s.log"),
+            HEALTH_SERVER,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert runner.stdout is not None
+    server_pid = int(runner.stdout.readline())
+    runner.send_signal(sig)
+    runner.wait(timeout=40)
+    with pytest.raises(ProcessLookupError):
+        os.kill(server_pid, 0)
+    assert ports.port_free(port)

@@ -1,0 +1,229 @@
+"""llama.cpp's native `POST /completion` (`llamacpp+http://HOST:PORT`): every generated token id, and a
+logprob and top-k alternatives for every position, byte-fallback tokens included.
+
+What the server does (llama.cpp `tools/server`, read from its behaviour on Debian's llama-server 0.7.0,
+build 11669, in checks/offline/bitexact/test_bitexact_llama_server.py): with `return_tokens` the answer's
+`tokens` lists every generated id; `completion_probabilities` (with `n_probs`) has one entry `{id, logprob,
+top_logprobs: [{id, logprob}]}` per token, except for a token after which the text ends inside a UTF-8
+character (a byte-fallback token that starts a character): the server keeps no entry for it, on this
+endpoint as on `/v1/completions`. So CJK text, emoji and any byte-token model lose positions.
+
+How the gap is filled: the answer's entries are matched to their positions (an in-order subsequence of
+`tokens`; when two matchings fit, every position is probed). A position without an entry is probed: the
+same prompt plus the tokens before that position, one new token, `cache_prompt` on (the server reuses
+the prefix and computes that one position, as a decode step does), and a logit bias that makes the new
+token a complete character, so the server reports it. Its `top_logprobs` come from the raw logits before
+any sampler (`post_sampling_probs` off), so they are that position's distribution: its first entry must
+be the token the generation chose there (greedy), and its logprob is the one recorded. Probed positions
+are listed in the generation's `meta.probed_positions`. With one slot (`-np 1`) the probe's numbers are
+the generation's own (the offline test shows it bit for bit where the server reports both); with a draft
+model the generation's verify steps may compute other bits than a one-token probe, which the probed
+positions then show as a difference.
+
+Other request fields: greedy (`temperature` 0), `ignore_eos`, `n_predict` = max_new_tokens, no prompt
+cache for the generation itself (each prompt computed from scratch, as the recipe's
+`--disable-radix-cache`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from bitexact.engines.base import Settings, Timing
+from bitexact.engines.concurrent import in_flight
+from bitexact.engines.http import HttpClient
+from bitexact.engines.openai_identity import PROPS_KEYS
+from bitexact.engines.openai_spec import spec_from_answer
+from bitexact.engines.spec import EngineSpec
+from bitexact.errors import EngineError
+from bitexact.generation import Generation, TopEntry
+from bitexact.prompts import Prompt
+
+FORCE_BIAS = 1.0e4  # added to the forced token's logit in a probe: far above any logit gap
+
+
+def generation_request(prompt: Prompt, settings: Settings) -> dict[str, Any]:
+    return {
+        "prompt": list(prompt.input_ids) if prompt.input_ids is not None else prompt.text,
+        "n_predict": settings.max_new_tokens,
+        "temperature": 0.0,
+        "n_probs": max(settings.top_logprobs, 1),
+        "post_sampling_probs": False,
+        "return_tokens": True,
+        "ignore_eos": True,
+        "cache_prompt": False,
+        "stream": False,
+    }
+
+
+def _entry(raw: Any, where: str) -> tuple[int, float, list[TopEntry]]:
+    try:
+        top = [(int(t["id"]), float(t["logprob"])) for t in raw.get("top_logprobs") or []]
+        return int(raw["id"]), float(raw["logprob"]), top
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise EngineError(
+            f"{where}: a completion_probabilities entry is not {{id, logprob, top_logprobs}}"
+        ) from None
+
+
+def align(tokens: list[int], entry_ids: list[int]) -> list[int | None] | None:
+    """For each position of `tokens`, the index of its entry (None: the server kept none); the entries
+    are an in-order subsequence of the tokens. None when two matchings fit (the caller probes them all)."""
+    left: list[int] = []
+    j = 0
+    for i, token in enumerate(tokens):
+        if j < len(entry_ids) and entry_ids[j] == token:
+            left.append(i)
+            j += 1
+    if j < len(entry_ids):
+        raise ValueError("entries are not a subsequence of the tokens")
+    right: list[int] = []
+    j = len(entry_ids) - 1
+    for i in range(len(tokens) - 1, -1, -1):
+        if j >= 0 and entry_ids[j] == tokens[i]:
+            right.append(i)
+            j -= 1
+    if left != right[::-1]:
+        return None
+    where: list[int | None] = [None] * len(tokens)
+    for index, position in enumerate(left):
+        where[position] = index
+    return where
+
+
+class LlamaCppHttpEngine:
+    def __init__(self, spec: EngineSpec, inflight: int = 1) -> None:
+        self.label = spec.raw
+        self.group_size = inflight
+        self.client = HttpClient(
+            spec.target, timeout=spec.timeout_s(), retries=spec.int_param("retries", 3), inflight=inflight
+        )
+        self._forced: int | None = None
+
+    def identity(self) -> dict[str, Any]:
+        props = self.client.get_json("/props")
+        if not isinstance(props, dict):
+            raise EngineError(f"{self.client.base}/props: not a JSON object; is this llama.cpp's server?")
+        ident: dict[str, Any] = {
+            "engine": "llamacpp",
+            "url": self.client.base,
+            "version": props.get("build_info"),
+        }
+        ident.update({k: props[k] for k in PROPS_KEYS if k in props and k != "build_info"})
+        return ident
+
+    def _forced_token(self) -> int:
+        """A token whose text is a whole character (`a`), so that a probe's one token is always reported."""
+        if self._forced is None:
+            answer = self.client.post_json(
+                "/tokenize", {"content": "a", "add_special": False, "with_pieces": True}
+            )
+            pieces = answer.get("tokens") if isinstance(answer, dict) else None
+            complete = [
+                t["id"] for t in pieces or [] if isinstance(t, dict) and isinstance(t.get("piece"), str)
+            ]
+            if not complete:
+                raise EngineError(
+                    f"{self.client.base}/tokenize: no token for 'a' with a text piece: {answer!r:.300}"
+                )
+            self._forced = int(complete[0])
+        return self._forced
+
+    def _probe(
+        self, prompt: Prompt, before: list[int], settings: Settings, where: str
+    ) -> tuple[int, float, list[TopEntry]]:
+        """The distribution at the position after `before`: (argmax id, its logprob, top-k)."""
+        if prompt.input_ids is None:
+            raise EngineError(
+                f"{where}: prompt {prompt.id!r} is text and a position needs a probe, which sends token ids: "
+                "give the prompts as input_ids (or --tokenizer) for byte-fallback output"
+            )
+        body = {
+            "prompt": [*prompt.input_ids, *before],
+            "n_predict": 1,
+            "temperature": 0.0,
+            "n_probs": max(settings.top_logprobs, 1),
+            "post_sampling_probs": False,
+            "return_tokens": True,
+            "ignore_eos": True,
+            "cache_prompt": True,
+            "logit_bias": [[self._forced_token(), FORCE_BIAS]],
+        }
+        answer = self.client.post_json("/completion", body)
+        entries = answer.get("completion_probabilities") if isinstance(answer, dict) else None
+        if not entries:
+            raise EngineError(
+                f"{where}: a probe at position {len(before)} of {prompt.id!r} came back without probabilities"
+            )
+        _, _, top = _entry(entries[0], where)
+        if not top:
+            raise EngineError(f"{where}: a probe of {prompt.id!r} gave no top_logprobs")
+        return top[0][0], top[0][1], top
+
+    def _one(self, prompt: Prompt, settings: Settings) -> Generation:
+        where = f"{self.client.base}/completion"
+        answer = self.client.post_json("/completion", generation_request(prompt, settings))
+        if not isinstance(answer, dict) or not isinstance(answer.get("tokens"), list):
+            raise EngineError(
+                f"{where}: no `tokens` for {prompt.id!r} (a llama.cpp server too old for return_tokens?)"
+            )
+        tokens = [int(t) for t in answer["tokens"]]
+        entries = [_entry(e, where) for e in answer.get("completion_probabilities") or []]
+        try:
+            where_of = align(tokens, [e[0] for e in entries])
+        except ValueError:
+            raise EngineError(
+                f"{where}: the probabilities of {prompt.id!r} do not follow its tokens"
+            ) from None
+        logprobs: list[float] = []
+        tops: list[list[TopEntry]] = []
+        probed: list[int] = []
+        for position, token in enumerate(tokens):
+            index = None if where_of is None else where_of[position]
+            if index is not None:
+                _, logprob, top = entries[index]
+            else:
+                chosen, logprob, top = self._probe(prompt, tokens[:position], settings, where)
+                if chosen != token:
+                    raise EngineError(
+                        f"{where}: at position {position} of {prompt.id!r} the generation chose {token} but "
+                        f"that position's distribution peaks at {chosen}: greedy decoding did not pick the "
+                        "argmax (a sampler other than greedy, or numerics that differ between its paths)"
+                    )
+                probed.append(position)
+            logprobs.append(logprob)
+            tops.append(top[: settings.top_logprobs])
+        meta: dict[str, Any] = {"probed_positions": probed} if probed else {}
+        generation = Generation(prompt.id, tokens, logprobs, tops, meta=meta)
+        generation.spec = spec_from_answer(answer)
+        return generation
+
+    def generate(self, prompts: list[Prompt], settings: Settings) -> Iterator[Generation]:
+        return in_flight(prompts, lambda p: self._one(p, settings))
+
+    def timed(self, prompt: Prompt, max_new_tokens: int) -> Timing:
+        body = generation_request(prompt, Settings(max_new_tokens, top_logprobs=0))
+        body.update(stream=True, n_probs=0)
+        start = time.perf_counter()
+        first: float | None = None
+        final: dict[str, Any] = {}
+        for chunk in self.client.post_stream("/completion", body):
+            now = time.perf_counter()
+            if first is None and (chunk.get("tokens") or chunk.get("content")):
+                first = now
+            if chunk.get("stop"):
+                final = chunk
+        end = time.perf_counter()
+        if first is None:
+            raise EngineError(f"{self.client.base}/completion: the stream carried no tokens")
+        return Timing(
+            prompt_tokens=int(final.get("tokens_evaluated") or len(prompt.input_ids or ())),
+            new_tokens=int(final.get("tokens_predicted") or 0),
+            ttft_s=first - start,
+            decode_s=end - first,
+        )
+
+    def close(self) -> None:
+        pass

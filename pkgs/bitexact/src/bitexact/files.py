@@ -1,0 +1,148 @@
+"""Files the verbs read and write, with every ordinary I/O fault turned into an error that names the file,
+the option it came from and the fix: a directory where a file belongs, text that is not UTF-8, a
+read-only or full file system, and two runs writing into one --out at once."""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import fcntl
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from types import TracebackType
+
+from bitexact.errors import UsageError
+
+LOCK_NAME = ".bitexact.lock"
+
+
+class OutputError(UsageError):
+    """A file could not be written; what was written before is kept."""
+
+
+def describe_os_error(error: OSError) -> str:
+    """`strerror` with a hint for the faults a user can fix."""
+    reason = error.strerror or str(error)
+    hints = {
+        errno.ENOSPC: "free space on that file system or give another --out",
+        errno.EDQUOT: "free space on that file system or give another --out",
+        errno.EROFS: "the file system is mounted read-only; give a writable --out",
+        errno.EACCES: "no permission; give a directory you can write to",
+        errno.EPERM: "no permission; give a directory you can write to",
+    }
+    hint = hints.get(error.errno or 0)
+    return f"{reason} ({hint})" if hint else reason
+
+
+def read_text(path: Path, option: str, expect: str) -> str:
+    """The UTF-8 text of `path`, named by `option` in every error; `expect` says what belongs there."""
+    if path.is_dir():
+        raise UsageError(f"{option} {path} is a directory; give {expect}")
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{option} {path}: no such file; give {expect}") from None
+    except OSError as error:
+        raise UsageError(f"{option} {path}: cannot read it: {describe_os_error(error)}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        bad = data[error.start : error.start + 1]
+        raise UsageError(
+            f"{option} {path}: not UTF-8 text (byte {error.start}, line {line}: {bad!r}); "
+            f"give {expect}, saved as UTF-8"
+        ) from None
+
+
+def prepare_out(out: Path, option: str = "--out") -> Path:
+    """Create the output directory and prove it is writable now, before any engine runs."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{option} {out} is a file; give a directory (it is created if missing)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".bitexact-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise UsageError(f"{option} {out}: cannot write there: {describe_os_error(error)}") from None
+    return out
+
+
+def atomic_write_text(path: Path, text: str, option: str = "--out") -> None:
+    """Write `text` to `path` through a temporary file beside it and a rename: readers see the old file or
+    the new one, never half of one, and a failed write (a full disk) leaves no temporary file behind."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tmp.open("w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        tmp.replace(path)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        raise OutputError(f"cannot write {path} ({option}): {describe_os_error(error)}") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def dumps(value: object, **options: object) -> str:
+    """Standard JSON only: a NaN or an infinity is a bug upstream, never written as `NaN`."""
+    return json.dumps(value, allow_nan=False, **options)  # type: ignore[arg-type]
+
+
+class OutLock:
+    """One bitexact run per --out: an exclusive lock on `<out>/.bitexact.lock` for the run's life. The lock
+    file names its holder (pid, host, start, command line) so that a second run can say who holds it; the
+    kernel drops the lock when the holder exits, however it exits, so a stale file never blocks."""
+
+    def __init__(self, out: Path) -> None:
+        self.path = out / LOCK_NAME
+        self.fd: int | None = None
+
+    def __enter__(self) -> OutLock:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise UsageError(
+                f"--out {self.path.parent}: cannot create its lock: {describe_os_error(error)}"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode("utf-8", errors="replace")
+            os.close(fd)
+            raise UsageError(
+                f"--out {self.path.parent} is in use by another bitexact run ({_holder_text(holder)}); "
+                "wait for it to finish, or give this run another --out"
+            ) from None
+        holder = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "command": " ".join(["bitexact", *sys.argv[1:]]),
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
+        self.fd = fd
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # releases the lock; the file stays, naming the last holder
+            self.fd = None
+
+
+def _holder_text(raw: str) -> str:
+    try:
+        holder = json.loads(raw)
+        return f"pid {holder['pid']} on {holder['host']}, started {holder['started']}: `{holder['command']}`"
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return "its holder did not say who it is"
