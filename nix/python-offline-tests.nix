@@ -25,6 +25,7 @@ let
       "docs/evidence/smallm-h200-2026-11-30/smallm-sm90-132sm-60mib.json"
       "docs/kernels.md"
       "docs/performance.md"
+      "docs/reliability.md"
       "images/entrypoint/src"
       "images/layer_sizes.py"
       "nix/recipes"

@@ -127,8 +127,14 @@ class OutLock:
             "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "command": " ".join(["bitexact", *sys.argv[1:]]),
         }
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
+        except OSError as error:  # a full file system shows here first: the lock is the first block written
+            os.close(fd)
+            raise UsageError(
+                f"--out {self.path.parent}: cannot write its lock {LOCK_NAME}: {describe_os_error(error)}"
+            ) from None
         self.fd = fd
         return self
 

@@ -23,7 +23,9 @@ class ManifestError(ValueError):
 
 def check_repo(repo: str) -> str:
     if not _REPO.fullmatch(repo):
-        raise ManifestError(f"not a Hugging Face repo id (org/name): {repo!r}")
+        raise ManifestError(
+            f"not a Hugging Face repo id (org/name): {repo!r}; give it as on the Hub, e.g. Qwen/Qwen3-0.6B"
+        )
     return repo
 
 

@@ -1,0 +1,1381 @@
+"""The bad-input catalogue behind docs/reliability.md: every case a new user might try, with its inputs,
+the exit code and a pattern of the message it must get, and what must hold afterwards. reliability_run.py
+runs them for real; test_reliability.py asserts them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from canned_sglang import CannedSGLang  # noqa: E402
+
+RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
+SOURCES = [
+    REPO / p for p in ("pkgs/bitexact/src", "pkgs/server/src", "pkgs/lock/src", "images/entrypoint/src")
+]
+PROGRAMS = {
+    "bitexact": ["-m", "bitexact"],
+    "pinlock": ["-m", "pinlock.cli"],
+    "launcher": ["-m", "exactlaunch.cli"],
+    "entrypoint": ["-m", "image_entrypoint.main"],
+    "e2e": [str(REPO / "checks" / "e2e" / "batteries.py")],
+}
+COMMAND_NAMES = {  # how the docs name each program (the names the flake's apps and the image give them)
+    "bitexact": "bitexact",
+    "pinlock": "nix run .#lock --",
+    "launcher": "bitexact-server",
+    "entrypoint": "docker run IMAGE",
+    "e2e": "checks/e2e/batteries.py",
+}
+REV = "a" * 40
+OTHER_REV = "b" * 40
+Setup = Callable[[Path], None]
+Check = Callable[[Path], "str | None"]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    tool: str
+    what: str  # the bad input, in words
+    argv: tuple[str, ...]
+    exit: int
+    expect: str  # a pattern the message must match
+    setup: Setup | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    server: str | None = None  # canned_sglang behaviour, at {url}
+    model: str = "Qwen/Qwen3.8-27B"
+    fs: str | None = None  # "ro" | "full" | "one-page" (4 KiB free): {tmp}/mnt is such a tmpfs
+    check: Check | None = None  # what must hold afterwards (nothing lost, nothing left behind)
+
+
+# --- helpers that write inputs ------------------------------------------------------------------------
+
+
+def write(rel: str, data: str | bytes) -> Setup:
+    def setup(tmp: Path) -> None:
+        path = tmp / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data)
+
+    return setup
+
+
+def both(*setups: Setup) -> Setup:
+    def setup(tmp: Path) -> None:
+        for one in setups:
+            one(tmp)
+
+    return setup
+
+
+def mkdir(rel: str) -> Setup:
+    return lambda tmp: (tmp / rel).mkdir(parents=True, exist_ok=True)
+
+
+PROMPTS = '{"id": "p0", "input_ids": [5, 6, 7]}\n{"id": "p1", "input_ids": [9, 10]}\n'
+prompts = write("p.jsonl", PROMPTS)
+
+
+def recipe_with(**changes: object) -> Setup:
+    data = json.loads(RECIPE.read_text())
+    data.update(changes)
+    return write("r.json", json.dumps(data))
+
+
+def recipe_without(key: str) -> Setup:
+    data = json.loads(RECIPE.read_text())
+    data.pop(key)
+    return write("r.json", json.dumps(data))
+
+
+def variant(name: str, body: object) -> Setup:
+    data = json.loads(RECIPE.read_text())
+    data["variants"][name] = body
+    return write("r.json", json.dumps(data))
+
+
+def golden(edit: Callable[[dict], None] | None = None) -> Setup:
+    """A real golden recorded through bitexact's own record path against the canned server's values."""
+
+    def setup(tmp: Path) -> None:
+        sys.path[:0] = [str(s) for s in SOURCES]
+        from bitexact.engines.base import Settings
+        from bitexact.engines.sglang_shapes import parse_generate_output, request_fields
+        from bitexact.golden import build_record, write_record
+        from bitexact.prompts import parse_jsonl
+
+        settings = Settings(max_new_tokens=4, top_logprobs=2)
+        canned = CannedSGLang()
+        plist = parse_jsonl(PROMPTS.splitlines(), "p.jsonl")
+        gens = [
+            parse_generate_output(p, canned.answer(request_fields(p, settings)), settings, "canned")
+            for p in plist
+        ]
+        identity = {"engine": "sglang", "version": "0.5.20", "model_path": "Qwen/Qwen3.8-27B"}
+        record = build_record(
+            card="h200", recipe="qwen3.8-27b-exact", variant="no-spec", settings=settings.to_json(),
+            metadata={"engine_identity": identity}, prompts=plist, generations=gens,
+        )  # fmt: skip
+        if edit is not None:
+            edit(record)
+        write_record(record, tmp / "g" / "h200" / "qwen3.8-27b-exact.json")
+
+    return setup
+
+
+def raw_golden(text: str) -> Setup:
+    return write("g/h200/qwen3.8-27b-exact.json", text)
+
+
+def hub_cache(
+    files: dict[str, bytes], refs: bytes | None = None, repo: str = "Org/Name", rev: str = REV
+) -> Setup:
+    """A Hugging Face hub cache as huggingface_hub lays it out: blobs named by git blob id (small files),
+    snapshots/<rev>/<path> linking to them, refs/main naming the revision."""
+    import hashlib
+
+    def setup(tmp: Path) -> None:
+        folder = tmp / "hub" / ("models--" + repo.replace("/", "--"))
+        snap = folder / "snapshots" / rev
+        (folder / "blobs").mkdir(parents=True, exist_ok=True)
+        snap.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+            (folder / "blobs" / blob).write_bytes(data)
+            (snap / name).symlink_to(Path("../../blobs") / blob)
+        (folder / "refs").mkdir(exist_ok=True)
+        (folder / "refs" / "main").write_bytes(refs if refs is not None else rev.encode())
+
+    return setup
+
+
+def checkout(extra: Setup | None = None) -> Setup:
+    """A flake checkout pinlock accepts: nix/recipes/ with the real recipe."""
+    base = write("repo/nix/recipes/qwen3.8-27b-exact.json", RECIPE.read_text())
+    return both(base, extra) if extra else base
+
+
+def manifest(repo: str, rev: str) -> Setup:
+    data = {
+        "repo": repo,
+        "revision": rev,
+        "files": [{"path": "config.json", "size": 2, "sha256": "0" * 64, "lfs": False}],
+    }
+    return write(f"repo/pkgs/weights/manifests/{repo.replace('/', '--')}.json", json.dumps(data))
+
+
+def lock_holder(tmp: Path) -> None:
+    """Another bitexact run holding --out: a real process with the lock, named in its lock file."""
+    out = tmp / "o"
+    out.mkdir(parents=True, exist_ok=True)
+    code = (
+        "import fcntl, json, os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "os.write(fd, json.dumps({'pid': os.getpid(), 'host': 'here', 'started': 'now', "
+        "'command': 'bitexact parity A B'}).encode())\n"
+        "print('held', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(out / ".bitexact.lock")], stdout=subprocess.PIPE
+    )
+    assert holder.stdout is not None
+    holder.stdout.readline()
+    (tmp / "holder.pid").write_text(str(holder.pid))
+
+
+def no_tmp_left(where: str) -> Check:
+    def check(tmp: Path) -> str | None:
+        if not (tmp / where).is_dir():
+            return f"{where} is missing: the run's files were not kept for the check"
+        left = [p.name for p in (tmp / where).rglob("*") if p.name.endswith(".tmp")]
+        return f"temporary files left behind: {left}" if left else None
+
+    return check
+
+
+def whole_lines(where: str) -> Check:
+    """Every results file under `where` ends with a whole line: a failed append tore nothing."""
+
+    def check(tmp: Path) -> str | None:
+        if not (tmp / where).is_dir():
+            return f"{where} is missing: the run's files were not kept for the check"
+        torn = [
+            p.name
+            for p in (tmp / where).glob("*.jsonl")
+            if p.read_bytes() and not p.read_bytes().endswith(b"\n")
+        ]
+        return f"torn lines in {torn}" if torn else None
+
+    return check
+
+
+def both_checks(*checks: Check) -> Check:
+    return lambda tmp: next((p for p in (c(tmp) for c in checks) if p), None)
+
+
+def absent(rel: str) -> Check:
+    return lambda tmp: f"{rel} was written" if (tmp / rel).exists() else None
+
+
+def unchanged(rel: str, text: str) -> Check:
+    return lambda tmp: None if (tmp / rel).read_text() == text else f"{rel} changed"
+
+
+# --- the catalogue --------------------------------------------------------------------------------------
+
+URL = "sglang+http://127.0.0.1:9"  # nothing listens on port 9 (discard), so a connection is refused
+FAST = "?retries=0"
+common = ("--prompts", "{tmp}/p.jsonl", "--max-new-tokens", "4", "--top-logprobs", "2", "--out", "{tmp}/o")
+golden_args = ("--recipe", str(RECIPE), "--variant", "no-spec", "--card", "h200", "--golden-dir", "{tmp}/g")
+
+CASES: list[Case] = [
+    # bitexact: command line and engine strings
+    Case("bx-verb", "bitexact", "an unknown verb", ("compare", "a", "b"), 2, r"invalid choice: 'compare'"),
+    Case(
+        "bx-engine-form",
+        "bitexact",
+        "an engine string of no known form",
+        ("repeat", "vllm://x:1"),
+        2,
+        r"unknown form; use one of",
+    ),
+    Case(
+        "bx-engine-noport",
+        "bitexact",
+        "an engine URL without a port",
+        ("repeat", "sglang+http://127.0.0.1"),
+        2,
+        r"no port; give it explicitly",
+    ),
+    Case(
+        "bx-engine-badport",
+        "bitexact",
+        "a port that is not a number",
+        ("repeat", "sglang+http://127.0.0.1:x0"),
+        2,
+        r"the port must be a number",
+    ),
+    Case(
+        "bx-openai-nomodel",
+        "bitexact",
+        "an OpenAI engine without ?model=",
+        ("repeat", "openai+http://127.0.0.1:8000/v1"),
+        2,
+        r"need \?model=NAME",
+    ),
+    Case(
+        "bx-engine-option",
+        "bitexact",
+        "an unknown engine option",
+        ("repeat", "sglang+http://127.0.0.1:1?batch=2"),
+        2,
+        r"unknown option\(s\) \['batch'\]",
+    ),
+    Case(
+        "bx-engine-option-twice",
+        "bitexact",
+        "an engine option given twice",
+        ("repeat", "sglang+http://127.0.0.1:1?timeout=1&timeout=2"),
+        2,
+        r"option 'timeout' given twice",
+    ),
+    Case(
+        "bx-timeout-zero",
+        "bitexact",
+        "timeout=0",
+        ("repeat", "sglang+http://127.0.0.1:1?timeout=0"),
+        2,
+        r"timeout must be > 0",
+    ),
+    Case(
+        "bx-retries-negative",
+        "bitexact",
+        "retries=-1",
+        ("repeat", "sglang+http://127.0.0.1:1?retries=-1"),
+        2,
+        r"retries must be >= 0",
+    ),
+    Case(
+        "bx-hf-device",
+        "bitexact",
+        "an hf: engine on device tpu",
+        ("repeat", "hf:/m?device=tpu"),
+        2,
+        r"device must be cpu or cuda",
+    ),
+    Case(
+        "bx-hf-assistant-batch",
+        "bitexact",
+        "assistant with batch > 1",
+        ("repeat", "hf:/m?assistant=/d&batch=2"),
+        2,
+        r"assistant .* runs one sequence at a time",
+    ),
+    Case(
+        "bx-option-twice",
+        "bitexact",
+        "an option given twice",
+        ("repeat", URL, "--limit", "1", "--limit", "2"),
+        2,
+        r"--limit given more than once",
+    ),
+    Case(
+        "bx-limit-zero",
+        "bitexact",
+        "--limit 0",
+        ("repeat", URL, "--limit", "0"),
+        2,
+        r"must be 1 or more, not 0",
+    ),
+    Case(
+        "bx-new-tokens-zero",
+        "bitexact",
+        "--max-new-tokens 0",
+        ("repeat", URL, "--max-new-tokens", "0"),
+        2,
+        r"must be 1 or more",
+    ),
+    Case(
+        "bx-top-one",
+        "bitexact",
+        "--top-logprobs 1",
+        ("repeat", URL, "--top-logprobs", "1"),
+        2,
+        r"must be 2 or more",
+    ),
+    Case(
+        "bx-repeats-one",
+        "bitexact",
+        "repeat -n 1",
+        ("repeat", URL, "-n", "1"),
+        2,
+        r"must be 2 or more, not 1",
+    ),
+    Case(
+        "bx-batch-zero", "bitexact", "repeat -b 0", ("repeat", URL, "-b", "0"), 2, r"must be 1 or more, not 0"
+    ),
+    # bitexact: prompt files
+    Case(
+        "bx-prompts-missing",
+        "bitexact",
+        "--prompts names no file",
+        ("repeat", URL + FAST, "--prompts", "{tmp}/none.jsonl", "--out", "{tmp}/o"),
+        2,
+        r"--prompts .*none.jsonl: no such file; give a JSONL file",
+    ),
+    Case(
+        "bx-prompts-dir",
+        "bitexact",
+        "--prompts is a directory",
+        ("repeat", URL + FAST, "--prompts", "{tmp}/d", "--out", "{tmp}/o"),
+        2,
+        r"--prompts .*/d is a directory; give a JSONL file",
+        mkdir("d"),
+    ),
+    Case(
+        "bx-prompts-utf8",
+        "bitexact",
+        "--prompts is not UTF-8",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"--prompts .*p.jsonl: not UTF-8 text \(byte 8, line 1: b'\\xff'\)",
+        write("p.jsonl", b'{"id": "\xff"}\n'),
+    ),
+    Case(
+        "bx-prompts-notjson",
+        "bitexact",
+        "a prompt line that is not JSON",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"p.jsonl:2: not JSON",
+        write("p.jsonl", '{"id": "a", "input_ids": [1]}\nnot json\n'),
+    ),
+    Case(
+        "bx-prompts-noid",
+        "bitexact",
+        "a prompt without an id",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"p.jsonl:1: each line must be a JSON object with an 'id'",
+        write("p.jsonl", '{"input_ids": [1]}\n'),
+    ),
+    Case(
+        "bx-prompts-dupid",
+        "bitexact",
+        "two prompts with one id",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"p.jsonl:2: duplicate prompt id 'a'",
+        write("p.jsonl", '{"id": "a", "input_ids": [1]}\n{"id": "a", "input_ids": [2]}\n'),
+    ),
+    Case(
+        "bx-prompts-empty",
+        "bitexact",
+        "an empty prompt file",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"p.jsonl: no prompts",
+        write("p.jsonl", "\n"),
+    ),
+    Case(
+        "bx-prompts-negative",
+        "bitexact",
+        "a negative token id",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"'input_ids' of 'a' must be a non-empty list of ints >= 0",
+        write("p.jsonl", '{"id": "a", "input_ids": [-1]}\n'),
+    ),
+    Case(
+        "bx-prompts-emptytext",
+        "bitexact",
+        "an empty text prompt",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"'text' of 'a' must be a non-empty string",
+        write("p.jsonl", '{"id": "a", "text": ""}\n'),
+    ),
+    Case(
+        "bx-prompts-neither",
+        "bitexact",
+        "a prompt with neither ids nor text",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"prompt 'a' has neither 'input_ids' nor 'text'",
+        write("p.jsonl", '{"id": "a"}\n'),
+    ),
+    Case(
+        "bx-prompts-and-long",
+        "bitexact",
+        "--prompts and --long together",
+        ("repeat", URL + FAST, *common, "--long", "16"),
+        2,
+        r"give either --prompts or --long, not both",
+        prompts,
+    ),
+    Case(
+        "bx-long-bad",
+        "bitexact",
+        "--long abc",
+        ("repeat", URL + FAST, "--long", "abc", "--out", "{tmp}/o"),
+        2,
+        r"lengths 'abc': use numbers like 640,2200,128k",
+    ),
+    Case(
+        "bx-long-zero",
+        "bitexact",
+        "--long 0",
+        ("repeat", URL + FAST, "--long", "0", "--out", "{tmp}/o"),
+        2,
+        r"every length must be 1 token or more",
+    ),
+    Case(
+        "bx-tokenizer-missing",
+        "bitexact",
+        "--tokenizer names no folder",
+        ("repeat", URL + FAST, *common, "--tokenizer", "{tmp}/tok"),
+        2,
+        r"not 'bytes' and no such path",
+        prompts,
+    ),
+    Case(
+        "bx-tokenizer-offset",
+        "bitexact",
+        "--tokenizer bytes:x",
+        ("repeat", URL + FAST, *common, "--tokenizer", "bytes:x"),
+        2,
+        r"the offset after 'bytes:' must be a number",
+        prompts,
+    ),
+    # bitexact: --out
+    Case(
+        "bx-out-file",
+        "bitexact",
+        "--out is a file",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"--out .*/o is a file; give a directory",
+        both(prompts, write("o", "x")),
+    ),
+    Case(
+        "bx-out-readonly",
+        "bitexact",
+        "--out on a read-only file system",
+        ("repeat", URL + FAST, *common[:6], "--out", "{tmp}/mnt/o"),
+        2,
+        r"--out .*mnt/o: cannot write there: Read-only file system \(the file system is mounted read-only",
+        prompts,
+        fs="ro",
+    ),
+    Case(
+        "bx-out-full",
+        "bitexact",
+        "--out on a full file system",
+        ("repeat", "sglang+{url}", "-n", "2", "-b", "1", *common[:6], "--out", "{tmp}/mnt/o"),
+        2,
+        r"--out .*mnt/o: cannot write its lock .bitexact.lock: No space left on device "
+        r"\(free space on that file system or give another --out\)",
+        prompts,
+        server="normal",
+        fs="full",
+        check=no_tmp_left("after"),
+    ),
+    Case(
+        "bx-out-fills",
+        "bitexact",
+        "--out filling up during the run",
+        ("repeat", "sglang+{url}", "-n", "2", "-b", "1", *common[:6], "--out", "{tmp}/mnt/o"),
+        2,
+        r"cannot append to .*mnt/o/.*: No space left on device "
+        r".*the results written before are kept and a rerun resumes from them",
+        prompts,
+        server="normal",
+        fs="one-page",
+        check=both_checks(no_tmp_left("after"), whole_lines("after/o")),
+    ),
+    Case(
+        "bx-out-busy",
+        "bitexact",
+        "two runs on one --out at once",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"--out .*/o is in use by another bitexact run "
+        r"\(pid \d+ on here, started now: `bitexact parity A B`\)",
+        both(prompts, lock_holder),
+    ),
+    Case(
+        "bx-server-down",
+        "bitexact",
+        "a server that is not running",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"127.0.0.1:9/server_info failed 1 times .*is the server still running\?",
+        prompts,
+    ),
+    Case(
+        "bx-same-engine",
+        "bitexact",
+        "parity of an engine with itself",
+        ("parity", "sglang+{url}", "sglang+{url}", *common),
+        2,
+        r"A and B are the same engine .*--allow-same-engine",
+        prompts,
+        server="normal",
+    ),
+    # bitexact: recipes and presets
+    Case(
+        "bx-preset-norecipe",
+        "bitexact",
+        "a preset without a recipe",
+        ("parity", URL, URL + "?timeout=5", "--preset", "no-spec"),
+        2,
+        r"presets need the recipe: pass --recipe",
+    ),
+    Case(
+        "bx-preset-unknown",
+        "bitexact",
+        "an unknown preset",
+        ("parity", URL, URL + "?timeout=5", "--preset", "fast", "--recipe", str(RECIPE)),
+        2,
+        r"unknown preset 'fast'; presets of qwen3.8-27b-exact: \['backend-flashinfer'",
+    ),
+    Case(
+        "bx-recipe-missing",
+        "bitexact",
+        "--recipe names no file",
+        ("parity", URL, URL + "?timeout=5", "--preset", "recipe", "--recipe", "{tmp}/none.json"),
+        2,
+        r"--recipe .*none.json: no such file; give a recipe JSON file",
+    ),
+    Case(
+        "bx-recipe-dir",
+        "bitexact",
+        "--recipe is a directory",
+        ("parity", URL, URL + "?timeout=5", "--preset", "recipe", "--recipe", "{tmp}/d"),
+        2,
+        r"--recipe .*/d is a directory",
+        mkdir("d"),
+    ),
+    Case(
+        "bx-recipe-utf8",
+        "bitexact",
+        "--recipe is not UTF-8",
+        ("parity", URL, URL + "?timeout=5", "--preset", "recipe", "--recipe", "{tmp}/r.json"),
+        2,
+        r"--recipe .*r.json: not UTF-8 text",
+        write("r.json", b'{"name": "\xe9"}'),
+    ),
+    Case(
+        "bx-recipe-notjson",
+        "bitexact",
+        "--recipe is not JSON",
+        ("parity", URL, URL + "?timeout=5", "--preset", "recipe", "--recipe", "{tmp}/r.json"),
+        2,
+        r"--recipe .*r.json: not JSON",
+        write("r.json", "{"),
+    ),
+    Case(
+        "bx-recipe-schema",
+        "bitexact",
+        "a recipe of an unknown schema",
+        ("parity", URL, URL + "?timeout=5", "--preset", "recipe", "--recipe", "{tmp}/r.json"),
+        2,
+        r"schema 99 is not one this bitexact reads \(\[1\]\)",
+        recipe_with(schema=99),
+    ),
+    Case(
+        "bx-recipe-novariants",
+        "bitexact",
+        "a recipe without variants",
+        ("parity", URL, URL + "?timeout=5", "--preset", "recipe", "--recipe", "{tmp}/r.json"),
+        2,
+        r"no 'name' or 'variants'; is this a recipe file\?",
+        recipe_without("variants"),
+    ),
+    # bitexact: what the server answers
+    Case(
+        "bx-nan",
+        "bitexact",
+        "a server answering a NaN logprob",
+        ("repeat", "sglang+{url}", "-n", "2", "-b", "1", *common),
+        2,
+        r"prompt 'p0#r0', position 2: the logprob of token \d+ is nan: the engine's numerics are broken",
+        prompts,
+        server="nan",
+    ),
+    Case(
+        "bx-inf",
+        "bitexact",
+        "a server answering -inf",
+        ("repeat", "sglang+{url}", "-n", "2", "-b", "1", *common),
+        2,
+        r"position 2: the logprob of token \d+ is -inf",
+        prompts,
+        server="inf",
+    ),
+    Case(
+        "bx-spec-missing",
+        "bitexact",
+        "--spec-a must on a server that does not speculate",
+        ("parity", "sglang+{url}", "sglang+{url}", "--allow-same-engine", "--spec-a", "must", *common),
+        2,
+        r"speculation must run",
+        prompts,
+        server="normal",
+    ),
+    Case(
+        "bx-bench-short",
+        "bitexact",
+        "a server returning fewer tokens than asked (bench)",
+        (
+            "bench",
+            "sglang+{url}",
+            "--lengths",
+            "16",
+            "--vocab-size",
+            "50",
+            "--new-tokens",
+            "8",
+            "--warmup",
+            "0",
+            "--out",
+            "{tmp}/o",
+        ),
+        2,
+        r"returned 4 of the 8 new tokens asked .*--allow-short",
+        server="short",
+    ),
+    Case(
+        "bx-bench-lengths",
+        "bitexact",
+        "bench --lengths 1,x",
+        ("bench", URL, "--lengths", "1,x"),
+        2,
+        r"lengths '1,x': use numbers",
+    ),
+    Case(
+        "bx-bench-newtokens",
+        "bitexact",
+        "bench --new-tokens 1",
+        ("bench", URL, "--new-tokens", "1"),
+        2,
+        r"must be 2 or more, not 1",
+    ),
+    Case(
+        "bx-bench-runs",
+        "bitexact",
+        "bench --runs 0",
+        ("bench", URL, "--runs", "0"),
+        2,
+        r"must be 1 or more, not 0",
+    ),
+    # bitexact: goldens
+    Case(
+        "bx-record-nan",
+        "bitexact",
+        "recording a golden from a NaN server",
+        ("golden", "record", "sglang+{url}", *golden_args, *common),
+        2,
+        r"position 2: the logprob of token \d+ is nan",
+        prompts,
+        server="nan",
+        check=absent("g/h200/qwen3.8-27b-exact.json"),
+    ),
+    Case(
+        "bx-record-card",
+        "bitexact",
+        "a golden for a card no table lists",
+        (
+            "golden",
+            "record",
+            "sglang+{url}",
+            *golden_args[:-4],
+            "--card",
+            "h2oo",
+            "--golden-dir",
+            "{tmp}/g",
+            *common,
+        ),
+        2,
+        r"--card 'h2oo' names no known card \(known: .*h200.*\); .*--new-card",
+        prompts,
+        server="normal",
+        check=absent("g/h2oo"),
+    ),
+    Case(
+        "bx-record-slug",
+        "bitexact",
+        "a card slug with a path in it",
+        (
+            "golden",
+            "record",
+            "sglang+{url}",
+            *golden_args[:-4],
+            "--card",
+            "../x",
+            "--golden-dir",
+            "{tmp}/g",
+            *common,
+        ),
+        2,
+        r"a card slug is lowercase letters",
+        prompts,
+        server="normal",
+    ),
+    Case(
+        "bx-record-exists",
+        "bitexact",
+        "recording over an existing golden",
+        ("golden", "record", "sglang+{url}", *golden_args, *common),
+        2,
+        r"golden .* exists; pass --force",
+        both(prompts, golden()),
+        server="normal",
+    ),
+    Case(
+        "bx-record-remote",
+        "bitexact",
+        "a remote server without --card",
+        (
+            "golden",
+            "record",
+            "sglang+http://10.1.2.3:30000",
+            "--recipe",
+            str(RECIPE),
+            "--golden-dir",
+            "{tmp}/g",
+            "--out",
+            "{tmp}/o",
+        ),
+        2,
+        r"runs on another machine: its card cannot be seen from here .*pass --card SLUG",
+    ),
+    Case(
+        "bx-record-norecipe",
+        "bitexact",
+        "a golden without a recipe",
+        ("golden", "record", URL, "--card", "h200", "--out", "{tmp}/o"),
+        2,
+        r"goldens are keyed by recipe: pass --recipe FILE or --recipe-name NAME",
+    ),
+    Case(
+        "bx-check-missing",
+        "bitexact",
+        "checking against a golden that does not exist",
+        ("golden", "check", "sglang+{url}", *golden_args, *common),
+        2,
+        r"no golden record for card 'h200' .*cannot pass without one. Record it",
+        prompts,
+        server="normal",
+    ),
+    Case(
+        "bx-check-dir",
+        "bitexact",
+        "--golden is a directory",
+        ("golden", "check", "sglang+{url}", *golden_args[:-2], "--golden", "{tmp}/g", *common),
+        2,
+        r"--golden .*/g is a directory; give the golden file",
+        both(prompts, mkdir("g")),
+        server="normal",
+    ),
+    Case(
+        "bx-check-notjson",
+        "bitexact",
+        "a golden that is not JSON",
+        ("golden", "check", "sglang+{url}", *golden_args, *common),
+        2,
+        r"is corrupted \(not standard UTF-8 JSON",
+        both(prompts, raw_golden("{")),
+        server="normal",
+    ),
+    Case(
+        "bx-check-nanliteral",
+        "bitexact",
+        "a golden holding a NaN literal",
+        ("golden", "check", "sglang+{url}", *golden_args, *common),
+        2,
+        r"non-standard JSON constant NaN",
+        both(prompts, raw_golden('{"kind": "bitexact-golden", "x": NaN}')),
+        server="normal",
+    ),
+    Case(
+        "bx-check-utf8",
+        "bitexact",
+        "a golden that is not UTF-8",
+        ("golden", "check", "sglang+{url}", *golden_args, *common),
+        2,
+        r"is corrupted \(not standard UTF-8 JSON: 'utf-8' codec",
+        both(prompts, raw_golden(b'{"a": "\xff"}')),
+        server="normal",
+    ),
+    Case(
+        "bx-check-settings",
+        "bitexact",
+        "a golden whose settings were edited",
+        ("golden", "check", "sglang+{url}", *golden_args, "--prompts", "{tmp}/p.jsonl", "--out", "{tmp}/o"),
+        2,
+        r"was edited after it was recorded",
+        both(prompts, golden(lambda r: r["settings"].update(max_new_tokens=5))),
+        server="normal",
+    ),
+    Case(
+        "bx-check-values",
+        "bitexact",
+        "a golden whose values were edited",
+        ("golden", "check", "sglang+{url}", *golden_args, "--out", "{tmp}/o"),
+        2,
+        r"values of prompt 'p0' do not match their digests",
+        both(prompts, golden(lambda r: r["prompts"][0]["logprobs"].__setitem__(0, -9.0))),
+        server="normal",
+    ),
+    Case(
+        "bx-check-prompt",
+        "bitexact",
+        "a golden whose prompt was edited",
+        ("golden", "check", "sglang+{url}", *golden_args, "--out", "{tmp}/o"),
+        2,
+        r"was edited after it was recorded",
+        both(prompts, golden(lambda r: r["prompts"][0]["prompt"].update(input_ids=[5, 6, 8]))),
+        server="normal",
+    ),
+    Case(
+        "bx-check-schema1",
+        "bitexact",
+        "a golden of the old schema",
+        ("golden", "check", "sglang+{url}", *golden_args, "--out", "{tmp}/o"),
+        2,
+        r"has schema 1; this bitexact reads schema 2 .*re-record it",
+        golden(lambda r: r.update(schema=1)),
+        server="normal",
+    ),
+    Case(
+        "bx-check-card",
+        "bitexact",
+        "a golden of another card",
+        (
+            "golden",
+            "check",
+            "sglang+{url}",
+            *golden_args[:-2],
+            "--golden",
+            "{tmp}/g/h200/qwen3.8-27b-exact.json",
+            "--out",
+            "{tmp}/o",
+        ),
+        2,
+        r"recorded on card 'h100-sxm5-80gb', not 'h200'",
+        golden(lambda r: r.update(card="h100-sxm5-80gb")),
+        server="normal",
+    ),
+    Case(
+        "bx-check-recipe",
+        "bitexact",
+        "a golden of another recipe",
+        (
+            "golden",
+            "check",
+            "sglang+{url}",
+            "--recipe-name",
+            "qwen3.8-27b-exact",
+            "--card",
+            "h200",
+            "--golden",
+            "{tmp}/g/h200/qwen3.8-27b-exact.json",
+            "--out",
+            "{tmp}/o",
+        ),
+        2,
+        r"is for recipe 'other', not 'qwen3.8-27b-exact'",
+        golden(lambda r: r.update(recipe="other")),
+        server="normal",
+    ),
+    Case(
+        "bx-check-model",
+        "bitexact",
+        "a server that serves another model than the golden's",
+        ("golden", "check", "sglang+{url}", *golden_args, "--out", "{tmp}/o"),
+        2,
+        r"serves another model than golden .*model_path: golden 'Qwen/Qwen3.8-27B', "
+        r"server 'Qwen/Qwen3-0.6B'.*--allow-identity-mismatch",
+        golden(),
+        server="normal",
+        model="Qwen/Qwen3-0.6B",
+    ),
+    Case(
+        "bx-check-newtokens",
+        "bitexact",
+        "a check asking other settings than the golden's",
+        ("golden", "check", "sglang+{url}", *golden_args, "--max-new-tokens", "8", "--out", "{tmp}/o"),
+        2,
+        r"--max-new-tokens 8: golden .* was recorded with --max-new-tokens 4",
+        golden(),
+        server="normal",
+    ),
+    Case(
+        "bx-check-foreign-prompt",
+        "bitexact",
+        "a check with a prompt the golden lacks",
+        ("golden", "check", "sglang+{url}", *golden_args, "--prompts", "{tmp}/q.jsonl", "--out", "{tmp}/o"),
+        2,
+        r"prompt 'zz' is not in golden",
+        both(golden(), write("q.jsonl", '{"id": "zz", "input_ids": [1]}\n')),
+        server="normal",
+    ),
+    Case(
+        "bx-golden-nodir",
+        "bitexact",
+        "a golden outside any repository",
+        ("golden", "check", URL, "--recipe-name", "x", "--card", "h200", "--out", "{tmp}/o"),
+        2,
+        r"where do goldens live\? .*pass --golden-dir DIR",
+    ),
+    # pinlock
+    Case("pl-command", "pinlock", "an unknown command", ("pin",), 2, r"invalid choice: 'pin'"),
+    Case(
+        "pl-repo",
+        "pinlock",
+        "a repo without an organisation",
+        ("--root", "{tmp}/repo", "weights", "noslash@" + REV),
+        2,
+        r"not a Hugging Face repo id \(org/name\): 'noslash'; give it as on the Hub",
+        checkout(),
+    ),
+    Case(
+        "pl-rev-branch",
+        "pinlock",
+        "a branch where a commit belongs",
+        ("--root", "{tmp}/repo", "weights", "Org/Name@main"),
+        2,
+        r"give the commit as ORG/NAME@REV \(40 hex digits\), not a branch or tag",
+        checkout(),
+    ),
+    Case(
+        "pl-norev",
+        "pinlock",
+        "a repo without a revision",
+        ("--root", "{tmp}/repo", "weights", "Org/Name"),
+        2,
+        r"Org/Name: give the commit as ORG/NAME@REV",
+        checkout(),
+    ),
+    Case(
+        "pl-snapshot-missing",
+        "pinlock",
+        "--snapshot names nothing",
+        ("--root", "{tmp}/repo", "weights", "Org/Name@" + REV, "--snapshot", "{tmp}/nope"),
+        2,
+        r"--snapshot .*nope does not exist",
+        checkout(),
+    ),
+    Case(
+        "pl-snapshot-file",
+        "pinlock",
+        "--snapshot is a file",
+        ("--root", "{tmp}/repo", "weights", "Org/Name@" + REV, "--snapshot", "{tmp}/f"),
+        2,
+        r"--snapshot .*/f is not a directory",
+        checkout(write("f", "x")),
+    ),
+    Case(
+        "pl-snapshot-nocache",
+        "pinlock",
+        "--snapshot is no hub cache",
+        ("--root", "{tmp}/repo", "weights", "Org/Name@" + REV, "--snapshot", "{tmp}/d"),
+        2,
+        r"is not a Hugging Face hub cache",
+        checkout(write("d/x.json", "{}")),
+    ),
+    Case(
+        "pl-snapshot-other",
+        "pinlock",
+        "--snapshot of another repo",
+        ("--root", "{tmp}/repo", "weights", "Org/Other@" + REV, "--snapshot", "{tmp}/hub/models--Org--Name"),
+        2,
+        r"holds Org/Name .*not Org/Other",
+        checkout(hub_cache({"config.json": b"{}"})),
+    ),
+    Case(
+        "pl-snapshot-two",
+        "pinlock",
+        "--snapshot with two repos",
+        ("--root", "{tmp}/repo", "weights", "A/B@" + REV, "C/D@" + REV, "--snapshot", "{tmp}/hub"),
+        2,
+        r"--snapshot takes exactly one ORG/NAME\[@REV\]",
+        checkout(),
+    ),
+    Case(
+        "pl-snapshot-norepo",
+        "pinlock",
+        "--snapshot without a repo",
+        ("--root", "{tmp}/repo", "weights", "--snapshot", "{tmp}/hub"),
+        2,
+        r"--snapshot needs the repo it holds",
+        checkout(),
+    ),
+    Case(
+        "pl-snapshot-noweights",
+        "pinlock",
+        "a snapshot holding only config.json",
+        ("--root", "{tmp}/repo", "weights", "Org/Name@" + REV, "--snapshot", "{tmp}/hub"),
+        1,
+        r"it holds no weights \(config.json; none ends with .safetensors",
+        checkout(hub_cache({"config.json": b"{}"})),
+        env={"HF_HUB_OFFLINE": "1"},
+        check=absent("repo/pkgs/weights/manifests/Org--Name.json"),
+    ),
+    Case(
+        "pl-snapshot-index",
+        "pinlock",
+        "a snapshot missing a shard its index names",
+        ("--root", "{tmp}/repo", "weights", "Org/Name@" + REV, "--snapshot", "{tmp}/hub"),
+        1,
+        r"model.safetensors.index.json names model-00002-of-00002.safetensors, which the snapshot lacks",
+        checkout(
+            hub_cache(
+                {
+                    "model.safetensors.index.json": json.dumps(
+                        {
+                            "weight_map": {
+                                "a": "model-00001-of-00002.safetensors",
+                                "b": "model-00002-of-00002.safetensors",
+                            }
+                        }
+                    ).encode(),
+                    "model-00001-of-00002.safetensors": b"w",
+                }
+            )
+        ),
+        env={"HF_HUB_OFFLINE": "1"},
+    ),
+    Case(
+        "pl-refs-newline",
+        "pinlock",
+        "refs/main with a trailing newline",
+        ("--root", "{tmp}/repo", "weights", "Org/Name", "--snapshot", "{tmp}/hub"),
+        2,
+        r"refs/main holds b'a{40}\\n': a commit with white space around it, .*printf %s",
+        checkout(hub_cache({"config.json": b"{}"}, refs=(REV + "\n").encode())),
+    ),
+    Case(
+        "pl-replace-pin",
+        "pinlock",
+        "pinning another revision over the recipe's pin",
+        (
+            "--root",
+            "{tmp}/repo",
+            "weights",
+            "Qwen/Qwen3.8-27B@" + OTHER_REV,
+            "--snapshot",
+            "{tmp}/hub/models--Qwen--Qwen3.8-27B/snapshots/" + OTHER_REV,
+        ),
+        2,
+        r"already pins Qwen/Qwen3.8-27B@1d4bf0f2.*would replace it, "
+        r"and the recipe, which names @1d4bf0f2.*pass --force",
+        both(
+            checkout(manifest("Qwen/Qwen3.8-27B", "1d4bf0f2ff6012fd82039f2fa52739d0dd7c60c0")),
+            hub_cache({"model.safetensors": b"w"}, repo="Qwen/Qwen3.8-27B", rev=OTHER_REV),
+        ),
+    ),
+    Case(
+        "pl-recipe-utf8",
+        "pinlock",
+        "a recipe that is not UTF-8",
+        ("--root", "{tmp}/repo", "--recipe", "{tmp}/r.json", "status"),
+        1,
+        r"r.json: not UTF-8 text \(byte 12: b'\\xe9'\); save it as UTF-8",
+        both(checkout(), write("r.json", b'{"schema": "\xe9"}')),
+    ),
+    Case(
+        "pl-recipe-schema",
+        "pinlock",
+        "a recipe of an unknown schema",
+        ("--root", "{tmp}/repo", "--recipe", "{tmp}/r.json", "status"),
+        2,
+        r"schema 99 is not one pinlock reads",
+        both(checkout(), recipe_with(schema=99)),
+    ),
+    Case(
+        "pl-recipe-missing",
+        "pinlock",
+        "--recipe names no file",
+        ("--root", "{tmp}/repo", "--recipe", "{tmp}/none.json", "status"),
+        2,
+        r"recipe .*none.json is missing",
+        checkout(),
+    ),
+    Case(
+        "pl-recipe-dir",
+        "pinlock",
+        "--recipe is a directory",
+        ("--root", "{tmp}/repo", "--recipe", "{tmp}/d", "status"),
+        2,
+        r"/d is a directory, where a JSON file belongs",
+        both(checkout(), mkdir("d")),
+    ),
+    Case(
+        "pl-manifest-json",
+        "pinlock",
+        "a weights manifest that is not JSON",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"MALFORMED .*Qwen--Qwen3.8-27B.json: not valid JSON",
+        checkout(write("repo/pkgs/weights/manifests/Qwen--Qwen3.8-27B.json", "{")),
+    ),
+    Case(
+        "pl-pin-utf8",
+        "pinlock",
+        "a pin file that is not UTF-8",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"sglang-src.json: not UTF-8 text",
+        checkout(write("repo/nix/pins/sglang-src.json", b"\xff")),
+    ),
+    Case(
+        "pl-hashpath",
+        "pinlock",
+        "hash-path of nothing",
+        ("hash-path", "{tmp}/nope"),
+        2,
+        r"nope does not exist",
+    ),
+    Case(
+        "pl-root",
+        "pinlock",
+        "--root that is no checkout",
+        ("--root", "{tmp}", "status"),
+        2,
+        r"recipe .* is missing: pass --recipe PATH or run in the flake's checkout",
+    ),
+    Case(
+        "pl-cargo-set",
+        "pinlock",
+        "cargo --set without a hash",
+        ("cargo", "--set", "foo"),
+        2,
+        r"expected NAME-VERSION=sha256-\.\.\., got 'foo'",
+    ),
+    # the launcher
+    Case(
+        "ln-recipe-missing",
+        "launcher",
+        "--recipe names no file",
+        ("--recipe", "{tmp}/none.json", "--print"),
+        2,
+        r"cannot read recipe .*none.json: No such file",
+    ),
+    Case(
+        "ln-recipe-dir",
+        "launcher",
+        "--recipe is a directory",
+        ("--recipe", "{tmp}/d", "--print"),
+        2,
+        r"recipe .*/d is a directory",
+        mkdir("d"),
+    ),
+    Case(
+        "ln-recipe-utf8",
+        "launcher",
+        "a recipe that is not UTF-8",
+        ("--recipe", "{tmp}/r.json", "--print"),
+        2,
+        r"r.json: not UTF-8 text \(byte 2: b'\\xff'\)",
+        write("r.json", b'{"\xff": 1}'),
+    ),
+    Case(
+        "ln-recipe-json",
+        "launcher",
+        "a recipe that is not JSON",
+        ("--recipe", "{tmp}/r.json", "--print"),
+        2,
+        r"r.json: not valid JSON",
+        write("r.json", "{"),
+    ),
+    Case(
+        "ln-recipe-schema",
+        "launcher",
+        "a recipe of an unknown schema",
+        ("--recipe", "{tmp}/r.json", "--print"),
+        2,
+        r"`schema` is 2; this launcher reads schema \[1\]",
+        recipe_with(schema=2),
+    ),
+    Case(
+        "ln-recipe-noschema",
+        "launcher",
+        "a recipe without a schema",
+        ("--recipe", "{tmp}/r.json", "--print"),
+        2,
+        r"`schema` is None",
+        recipe_without("schema"),
+    ),
+    Case(
+        "ln-variant",
+        "launcher",
+        "an unknown variant",
+        ("--recipe", str(RECIPE), "--variant", "fast", "--print"),
+        2,
+        r"unknown variant `fast` for recipe qwen3.8-27b-exact; known: backend-flashinfer, ",
+    ),
+    Case(
+        "ln-variant-key",
+        "launcher",
+        "a variant with an unknown key",
+        ("--recipe", "{tmp}/r.json", "--variant", "x", "--print"),
+        2,
+        r"variant `x` has unknown keys \['flags'\]",
+        variant("x", {"flags": []}),
+    ),
+    Case(
+        "ln-variant-env",
+        "launcher",
+        "a variant env value that is a number",
+        ("--recipe", "{tmp}/r.json", "--variant", "x", "--print"),
+        2,
+        r"`variants.x.env` must map strings to strings \(quote numbers in JSON\)",
+        variant("x", {"env": {"A": 1}}),
+    ),
+    Case(
+        "ln-argv",
+        "launcher",
+        "a recipe argv that is not SGLang's",
+        ("--recipe", "{tmp}/r.json", "--print"),
+        2,
+        r"`launch.argv` must start with python -m sglang.launch_server",
+        recipe_with(launch={**json.loads(RECIPE.read_text())["launch"], "argv": ["vllm", "serve"]}),
+    ),
+    Case(
+        "ln-sglang-flag",
+        "launcher",
+        "an SGLang flag given to the launcher",
+        ("--recipe", str(RECIPE), "--tp", "2"),
+        2,
+        r"unknown option --tp: .*SGLang flags are not accepted",
+    ),
+    Case(
+        "ln-port",
+        "launcher",
+        "--port that is not a port",
+        ("--recipe", str(RECIPE), "--port", "http", "--print"),
+        2,
+        r"not a TCP port: 'http'",
+    ),
+    Case(
+        "ln-norecipe",
+        "launcher",
+        "no recipe at all",
+        ("--print",),
+        2,
+        r"no recipe: pass --recipe PATH or set BITEXACT_RECIPE",
+        env={"BITEXACT_RECIPE": ""},
+    ),
+    # the image entrypoint
+    Case(
+        "ep-recipe-utf8",
+        "entrypoint",
+        "an image recipe that is not UTF-8",
+        ("--preflight-only",),
+        2,
+        r"refusing to start: .*r.json: not UTF-8 text",
+        write("r.json", b'{"\xff": 1}'),
+        env={"BITEXACT_RECIPE": "{tmp}/r.json"},
+    ),
+    Case(
+        "ep-recipe-schema",
+        "entrypoint",
+        "an image recipe of an unknown schema",
+        ("--preflight-only",),
+        2,
+        r"refusing to start: .*`schema` is 3",
+        recipe_with(schema=3),
+        env={"BITEXACT_RECIPE": "{tmp}/r.json"},
+    ),
+    Case(
+        "ep-recipe-unset",
+        "entrypoint",
+        "no BITEXACT_RECIPE",
+        ("--preflight-only",),
+        2,
+        r"BITEXACT_RECIPE is unset",
+        env={"BITEXACT_RECIPE": ""},
+    ),
+    Case(
+        "ep-port",
+        "entrypoint",
+        "--port that is not a port",
+        ("--port", "70000"),
+        2,
+        r"not a TCP port: '70000'",
+    ),
+    # the end-to-end runner
+    Case(
+        "e2e-port-taken",
+        "e2e",
+        "a port another server holds",
+        (
+            "--work",
+            "{tmp}/w",
+            "--tree",
+            "patched",
+            "--out",
+            "{tmp}/o",
+            "--port",
+            "{busy_port}",
+            "--only",
+            "gpu-parity-recipe",
+        ),
+        2,
+        r"port \d+ is taken \(pid \d+: .*\): a server left by an earlier run",
+    ),
+]
