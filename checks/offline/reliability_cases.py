@@ -221,6 +221,17 @@ def whole_lines(where: str) -> Check:
     return check
 
 
+def rows_kept(where: str, count: int) -> Check:
+    """The run's results under `where` hold `count` finished rows (and a header): a rerun resumes there."""
+
+    def check(tmp: Path) -> str | None:
+        files = sorted((tmp / where).glob("*.jsonl")) if (tmp / where).is_dir() else []
+        rows = sum(len(p.read_text().splitlines()) - 1 for p in files)
+        return None if rows == count else f"{rows} result rows kept under {where}, not {count}"
+
+    return check
+
+
 def both_checks(*checks: Check) -> Check:
     return lambda tmp: next((p for p in (c(tmp) for c in checks) if p), None)
 
@@ -732,6 +743,43 @@ CASES: list[Case] = [
         prompts,
         server="nan",
         check=absent("g/h200/qwen3.8-27b-exact.json"),
+    ),
+    Case(
+        "bx-record-golden-readonly",
+        "bitexact",
+        "--golden-dir on a read-only file system",
+        ("golden", "record", "sglang+{url}", *golden_args[:-1], "{tmp}/mnt/g", *common),
+        2,
+        r"cannot write .*mnt/g/h200/qwen3.8-27b-exact.json \(--golden-dir/--golden\): Read-only file system "
+        r"\(the file system is mounted read-only; give a writable --golden-dir/--golden\)",
+        prompts,
+        server="normal",
+        fs="ro",
+        check=rows_kept("o", 2),
+    ),
+    Case(
+        "bx-record-golden-full",
+        "bitexact",
+        "--golden-dir on a full file system",
+        ("golden", "record", "sglang+{url}", *golden_args[:-1], "{tmp}/mnt/g", *common),
+        2,
+        r"cannot write .*/qwen3.8-27b-exact.json \(--golden-dir/--golden\): No space left on device",
+        prompts,
+        server="normal",
+        fs="full",
+        check=both_checks(
+            no_tmp_left("after"), absent("after/g/h200/qwen3.8-27b-exact.json"), rows_kept("o", 2)
+        ),
+    ),
+    Case(
+        "bx-check-nan",
+        "bitexact",
+        "checking a golden against a NaN server",
+        ("golden", "check", "sglang+{url}", *golden_args, "--out", "{tmp}/o"),
+        2,
+        r"check sglang\+http://127.0.0.1:\d+: prompt 'p0', position 2: the logprob of token \d+ is nan",
+        golden(),
+        server="nan",
     ),
     Case(
         "bx-record-card",

@@ -23,13 +23,13 @@ class OutputError(UsageError):
     """A file could not be written; what was written before is kept."""
 
 
-def describe_os_error(error: OSError) -> str:
-    """`strerror` with a hint for the faults a user can fix."""
+def describe_os_error(error: OSError, option: str = "--out") -> str:
+    """`strerror` with a hint for the faults a user can fix; `option` is where the path came from."""
     reason = error.strerror or str(error)
     hints = {
-        errno.ENOSPC: "free space on that file system or give another --out",
-        errno.EDQUOT: "free space on that file system or give another --out",
-        errno.EROFS: "the file system is mounted read-only; give a writable --out",
+        errno.ENOSPC: f"free space on that file system or give another {option}",
+        errno.EDQUOT: f"free space on that file system or give another {option}",
+        errno.EROFS: f"the file system is mounted read-only; give a writable {option}",
         errno.EACCES: "no permission; give a directory you can write to",
         errno.EPERM: "no permission; give a directory you can write to",
     }
@@ -68,7 +68,7 @@ def prepare_out(out: Path, option: str = "--out") -> Path:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as error:
-        raise UsageError(f"{option} {out}: cannot write there: {describe_os_error(error)}") from None
+        raise UsageError(f"{option} {out}: cannot write there: {describe_os_error(error, option)}") from None
     return out
 
 
@@ -85,7 +85,7 @@ def atomic_write_text(path: Path, text: str, option: str = "--out") -> None:
         tmp.replace(path)
     except OSError as error:
         tmp.unlink(missing_ok=True)
-        raise OutputError(f"cannot write {path} ({option}): {describe_os_error(error)}") from None
+        raise OutputError(f"cannot write {path} ({option}): {describe_os_error(error, option)}") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

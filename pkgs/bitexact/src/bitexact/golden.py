@@ -90,7 +90,7 @@ def build_record(
 
 def write_record(record: dict[str, Any], path: Path) -> None:
     """Standard JSON through a temporary file and a rename (a full disk leaves the old file and no .tmp)."""
-    atomic_write_text(path, dumps(record, indent=1) + "\n", option="--golden")
+    atomic_write_text(path, dumps(record, indent=1) + "\n", option="--golden-dir/--golden")
 
 
 def _refuse_constant(name: str) -> float:

@@ -26,10 +26,11 @@ from bitexact.report.markdown import (
 from bitexact.report.svg import Point, Series, scatter, series_plot
 
 # Cells break only inside a word that does not fit (long URLs, identities), never a short word letter by
-# letter; header cells never break.
+# letter; header cells never break; a table wider than the page scrolls in its own box.
 STYLE = """body{font-family:sans-serif;max-width:72em;margin:2em auto;padding:0 1em}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top;overflow-wrap:break-word}
-th{white-space:nowrap}table{border-collapse:collapse;margin:1em 0}
+th{white-space:nowrap}table{border-collapse:collapse;margin:1em 0;font-size:.92em}
+.wide{overflow-x:auto}
 table.sides td:nth-child(-n+3){white-space:nowrap}
 table.sides td:last-child{word-break:break-word;min-width:20em}
 code{background:#f3f3f3;padding:0 2px}.verdict{font-size:1.15em}
@@ -43,7 +44,9 @@ def _e(value: Any) -> str:
 def _table(header: list[str], rows: list[list[str]], css: str) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    # A table wider than the page (the divergence table's ten columns) scrolls by itself, not the page.
+    table = f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return f'<div class="wide">{table}</div>'
 
 
 def page(title: str, body: str) -> str:
