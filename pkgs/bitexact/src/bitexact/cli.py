@@ -11,7 +11,7 @@ import sys
 import traceback
 
 from bitexact import __version__
-from bitexact.commands import bench, golden, parity, repeat
+from bitexact.commands import bench, golden, history, parity, repeat
 from bitexact.errors import BitexactError
 from bitexact.files import OutLock, describe_os_error, prepare_out
 from bitexact.helptext import HelpFormatter
@@ -36,8 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
         "sglang-engine:PATH?server_arg=value",
     )
     parser.add_argument("--version", action="version", version=f"bitexact {__version__}")
-    sub = parser.add_subparsers(dest="verb", required=True, metavar="{parity,repeat,golden,bench}")
-    for module in (parity, repeat, golden, bench):
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="{parity,repeat,golden,bench,history}")
+    for module in (parity, repeat, golden, bench, history):
         module.add_parser(sub)
     return parser
 

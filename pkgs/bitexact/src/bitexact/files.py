@@ -91,6 +91,22 @@ def atomic_write_text(path: Path, text: str, option: str = "--out") -> None:
         raise
 
 
+def append_line(path: Path, text: str, kept: str, option: str = "--out") -> None:
+    """Append whole lines with one write(2) on an O_APPEND descriptor, fsynced: an interrupt lands before
+    or after it, never inside, and each line starts where the previous one ended. `kept` says, in the
+    error, what a failed append leaves (the lines written before it)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, text.encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as error:
+        raise OutputError(f"cannot append to {path}: {describe_os_error(error, option)}; {kept}") from None
+
+
 def dumps(value: object, **options: object) -> str:
     """Standard JSON only: a NaN or an infinity is a bug upstream, never written as `NaN`."""
     return json.dumps(value, allow_nan=False, **options)  # type: ignore[arg-type]

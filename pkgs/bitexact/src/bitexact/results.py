@@ -12,13 +12,12 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import os
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from bitexact.files import OutputError, describe_os_error, dumps
+from bitexact.files import append_line, dumps
 from bitexact.generation import Generation
 from bitexact.prompts import Prompt
 
@@ -152,18 +151,4 @@ class ResultStore:
         self.append_row(prompt.id, prompt.digest(), "generation", generation.to_json())
 
     def _write(self, text: str) -> None:
-        """One write(2) of whole lines on an O_APPEND descriptor: an interrupt lands before or after
-        it, never inside, and a line starts where the previous one ended."""
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, text.encode("utf-8"))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as error:
-            raise OutputError(
-                f"cannot append to {self.path}: {describe_os_error(error)}; the results written before "
-                "are kept and a rerun resumes from them"
-            ) from None
+        append_line(self.path, text, "the results written before are kept and a rerun resumes from them")

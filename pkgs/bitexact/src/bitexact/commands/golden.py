@@ -9,9 +9,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bitexact import __version__
+from bitexact import __version__, history
 from bitexact.commands.common import (
     add_prompt_options,
+    count,
     emit,
     report_tokenizer,
     resolve_prompts,
@@ -23,7 +24,7 @@ from bitexact.commands.parity import write_comparison
 from bitexact.engines.base import Settings
 from bitexact.engines.spec import parse_engine
 from bitexact.errors import GoldenError, UsageError
-from bitexact.golden import build_record, golden_path, load_golden, write_record
+from bitexact.golden import build_record, golden_path, load_golden, record_digest, write_record
 from bitexact.helptext import ENGINE, EXAMPLES, HelpFormatter, verb_parser
 from bitexact.identity import CPU, detect_card, gpu_info, known_card_slugs, model_mismatch
 from bitexact.presets import _side, load_recipe
@@ -67,7 +68,31 @@ def add_parser(sub: Any) -> None:
         q.add_argument(
             "--build-id",
             default=os.environ.get("BITEXACT_BUILD_ID"),
-            help="build identity for metadata (default: $BITEXACT_BUILD_ID)",
+            help="a name for this build in the history, e.g. `git rev-parse HEAD` of the flake "
+            "(default: $BITEXACT_BUILD_ID)",
+        )
+        q.add_argument(
+            "--build-info",
+            type=Path,
+            default=os.environ.get("BITEXACT_BUILD_INFO") or None,
+            help="the server's build as `bitexact-server --build-info` prints it (SGLang, its patch series "
+            "and tree digest, DeepGEMM, torch, triton, the server's store path); the history diffs "
+            "builds by it (default: $BITEXACT_BUILD_INFO)",
+        )
+        q.add_argument(
+            "--history",
+            type=Path,
+            help="the drift history this run appends a line to (default: history.jsonl beside the golden)",
+        )
+        q.add_argument(
+            "--no-history", action="store_true", help="append nothing to a history (a scratch run)"
+        )
+        q.add_argument(
+            "--inflight",
+            type=count(1),
+            default=1,
+            help="requests in flight at once (HTTP engines); a capacity check sends many, so that the "
+            "server batches them",
         )
         if name == "record":
             q.add_argument("--force", action="store_true", help="replace an existing golden")
@@ -169,6 +194,31 @@ def _known_card(args: argparse.Namespace, card: str) -> None:
         )
 
 
+def _components(
+    args: argparse.Namespace, identity: dict[str, Any], build_info: dict[str, str], gpu: dict[str, Any]
+) -> dict[str, str]:
+    """The build behind the values; the host's driver counts only for an engine on this machine."""
+    local = parse_engine(args.engine).local or parse_engine(args.engine).kind == "hf"
+    return history.components(
+        identity, build_info, gpu if local else {}, bitexact_version=__version__, build_id=args.build_id
+    )
+
+
+def _golden_ref(path: Path, rec: dict[str, Any]) -> dict[str, Any]:
+    build = rec["metadata"].get("build") or {}
+    return {
+        "path": str(path),
+        "digest": rec.get("digest") or record_digest(rec),
+        "recorded": rec["metadata"].get("recorded"),
+        "build": build.get("label"),
+    }
+
+
+def _append_history(args: argparse.Namespace, golden_file: Path, line: dict[str, Any]) -> None:
+    if not args.no_history:
+        history.append(args.history or history.history_path(golden_file), line)
+
+
 def record(args: argparse.Namespace) -> int:
     card, name, spec = _key(args)
     _known_card(args, card)
@@ -179,15 +229,21 @@ def record(args: argparse.Namespace) -> int:
         )
     settings = settings_of(args)
     prompts = resolve_prompts(args, [args.engine])
-    gens, identity = run_side(args.engine, prompts, settings, args.out, "golden", tokenizer=args.tokenizer)
+    build_info = history.read_build_info(args.build_info)
+    gens, identity = run_side(
+        args.engine, prompts, settings, args.out, "golden", args.inflight, tokenizer=args.tokenizer
+    )
     check_spec(gens, spec, args.engine)
+    gpu = gpu_info()
+    found = _components(args, identity, build_info, gpu)
     metadata = {
         "recorded": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "bitexact": __version__,
         "engine": args.engine,
         "engine_identity": identity,
         "build_id": args.build_id,
-        "gpu": gpu_info(),
+        "build": {"label": history.build_label(found), "components": found},
+        "gpu": gpu,
         "spec": spec_summary(gens, spec),
     }
     rec = build_record(
@@ -200,6 +256,12 @@ def record(args: argparse.Namespace) -> int:
         generations=gens,
     )
     write_record(rec, path)
+    _append_history(
+        args, path, history.entry(
+            verdict="RECORDED", card=card, recipe=name, variant=args.variant, engine=args.engine,
+            golden=_golden_ref(path, rec), found=found, summary=None, prompts=len(prompts),
+        ),
+    )  # fmt: skip
     summary: dict[str, Any] = {
         "verb": "golden record",
         "title": f"golden record: card {card}, recipe {name}",
@@ -287,8 +349,9 @@ def check(args: argparse.Namespace) -> int:
                 "--allow-identity-mismatch to compare anyway"
             )
 
+    build_info = history.read_build_info(args.build_info)
     gens, identity = run_side(
-        args.engine, prompts, settings, args.out, "check", tokenizer=args.tokenizer, vet=vet
+        args.engine, prompts, settings, args.out, "check", args.inflight, tokenizer=args.tokenizer, vet=vet
     )
     check_spec(gens, spec, args.engine)
     summary = comparison_summary(
@@ -312,6 +375,14 @@ def check(args: argparse.Namespace) -> int:
     )
     summary["reports"] = write_comparison(args.out, "golden-check", summary)
     verdict = "EQUAL" if summary["differ"] == 0 else "DIFFERENT"
+    found = _components(args, identity, build_info, gpu_info())
+    _append_history(
+        args, golden.path, history.entry(
+            verdict=verdict, card=card, recipe=name, variant=args.variant, engine=args.engine,
+            golden=_golden_ref(golden.path, golden.record), found=found, summary=summary,
+            prompts=len(prompts),
+        ),
+    )  # fmt: skip
     emit(
         summary,
         args.json,

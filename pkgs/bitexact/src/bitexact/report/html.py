@@ -37,23 +37,23 @@ code{background:#f3f3f3;padding:0 2px}.verdict{font-size:1.15em}
 .legend span{margin-right:1.5em}.dot{font-size:1.2em}"""
 
 
-def _e(value: Any) -> str:
+def esc(value: Any) -> str:
     return html.escape(value if isinstance(value, str) else text(value))
 
 
-def _table(header: list[str], rows: list[list[str]], css: str) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
+def table(header: list[str], rows: list[list[str]], css: str) -> str:
+    head = "".join(f"<th>{esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
     # A table wider than the page (the divergence table's ten columns) scrolls by itself, not the page.
-    table = f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-    return f'<div class="wide">{table}</div>'
+    markup = f'<table class="{css}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return f'<div class="wide">{markup}</div>'
 
 
 def page(title: str, body: str) -> str:
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>
+<html lang="en"><head><meta charset="utf-8"><title>{esc(title)}</title>
 <style>{STYLE}</style></head>
-<body><h1>{_e(title)}</h1>
+<body><h1>{esc(title)}</h1>
 {body}
 </body></html>
 """
@@ -61,12 +61,12 @@ def page(title: str, body: str) -> str:
 
 def _engine(summary: dict[str, Any]) -> str:
     identity = identity_text(summary.get("identity") or {})
-    return f"<p>Engine: <code>{_e(summary['engine'])}</code>; identity: {_e(identity)}</p>"
+    return f"<p>Engine: <code>{esc(summary['engine'])}</code>; identity: {esc(identity)}</p>"
 
 
-def _legend(items: list[tuple[str, str]]) -> str:
+def legend(items: list[tuple[str, str]]) -> str:
     spans = "".join(
-        f'<span><span class="dot" style="color:{c}">&#9679;</span> {_e(t)}</span>' for c, t in items
+        f'<span><span class="dot" style="color:{c}">&#9679;</span> {esc(t)}</span>' for c, t in items
     )
     return f'<p class="legend">{spans}</p>'
 
@@ -91,7 +91,7 @@ def divergence_plot(comparisons: list[dict[str, Any]], max_new_tokens: int) -> s
         x_label="first divergence (generated token position)",
         y_label="top-1/top-2 margin there",
     )
-    return svg + _legend([("#c0392b", "token ids differ"), ("#2c7fb8", "same ids; logprobs or top-k differ")])
+    return svg + legend([("#c0392b", "token ids differ"), ("#2c7fb8", "same ids; logprobs or top-k differ")])
 
 
 def _sides(summary: dict[str, Any]) -> str:
@@ -108,7 +108,7 @@ def _sides(summary: dict[str, Any]) -> str:
                 identity_text(side.get("identity") or {}),
             ]
         )
-    return _table(["side", "engine", "variant", "speculation", "identity"], rows, "sides")
+    return table(["side", "engine", "variant", "speculation", "identity"], rows, "sides")
 
 
 def _contexts(comparisons: list[dict[str, Any]]) -> str:
@@ -125,7 +125,7 @@ def _contexts(comparisons: list[dict[str, Any]]) -> str:
     ]
     if not rows:
         return ""
-    return "<h2>Text at the first divergence</h2>" + _table(
+    return "<h2>Text at the first divergence</h2>" + table(
         ["prompt", "position", "before", "A from there", "B from there"], rows, "contexts"
     )
 
@@ -149,16 +149,16 @@ def comparison_html(summary: dict[str, Any]) -> str:
     body = f"""<p class="verdict"><b>{verdict}</b> in every token id,
 logprob and top-{settings["top_logprobs"]} alternative ({summary["tokens_differ"]} differ in token ids).</p>
 {_sides(summary)}
-<p>Settings: {_e(settings_text(settings))}</p>
+<p>Settings: {esc(settings_text(settings))}</p>
 <h2>First divergence and margin</h2>
 {divergence_plot(comps, int(settings["max_new_tokens"]))}
 """
     if rows:
-        body += f"<h2>Divergences</h2><p>{_e(DIVERGENCE_NOTE)}</p>" + _table(
+        body += f"<h2>Divergences</h2><p>{esc(DIVERGENCE_NOTE)}</p>" + table(
             DIVERGENCE_HEADER, rows, "divergences"
         )
     body += _contexts(comps)
-    body += "<h2>Per prompt</h2>" + _table(
+    body += "<h2>Per prompt</h2>" + table(
         ["prompt", "equal", "first divergence", "first token divergence", "margin A", "margin B"],
         per_prompt,
         "per-prompt",
@@ -190,14 +190,14 @@ def repeat_html(summary: dict[str, Any]) -> str:
         f"{verdict_word(summary['divergent'] == 0)}: "
         f"{summary['divergent']}/{summary['compared']} repeats differ from the first"
     )
-    body = f"""<p class="verdict"><b>{verdict}</b> ({_e(repeat_split(summary))};
+    body = f"""<p class="verdict"><b>{verdict}</b> ({esc(repeat_split(summary))};
 {summary["repeats"]} requests per prompt in groups of {summary["batch"]}, {len(rows)} prompts).</p>
 {_engine(summary)}
-<p>Settings: {_e(settings_text(summary["settings"]))}</p>
+<p>Settings: {esc(settings_text(summary["settings"]))}</p>
 <h2>Where repeats first differ</h2>
 {plot}
 <h2>Per prompt</h2>
-{_table(REPEAT_HEADER, rows, "per-prompt")}"""
+{table(REPEAT_HEADER, rows, "per-prompt")}"""
     return page(summary["title"], body)
 
 
@@ -225,24 +225,24 @@ def bench_html(summary: dict[str, Any]) -> str:
         references = reference_series(summary.get("reference"))
         plot = series_plot([measured, *references], x_label="prompt tokens", y_label="decode tokens/s")
         if references:
-            plot += _legend(
+            plot += legend(
                 [
                     ("#2c7fb8", "measured here (filled)"),
                     ("#e67e22", "the recipe's quoted figures (rings, dashed)"),
                 ]
             )
-    reference = "".join(f"<p>{_e(line)}</p>" for line in reference_lines(summary.get("reference")) if line)
+    reference = "".join(f"<p>{esc(line)}</p>" for line in reference_lines(summary.get("reference")) if line)
     short = (
         " Runs flagged short returned fewer tokens than asked (--allow-short)."
         if any(r.get("short") for r in rows)
         else ""
     )
-    body = f"""<p class="verdict"><b>{_e(bench_verdict(summary))}</b> Single stream, greedy;
+    body = f"""<p class="verdict"><b>{esc(bench_verdict(summary))}</b> Single stream, greedy;
 the median of the timed runs per length.{short}</p>
 {_engine(summary)}
 <h2>Decode rate by prompt length</h2>
 {plot}
-{_table(BENCH_HEADER, bench_rows(rows), "bench")}
+{table(BENCH_HEADER, bench_rows(rows), "bench")}
 {reference}"""
     return page(summary["title"], body)
 
@@ -251,11 +251,11 @@ def record_html(summary: dict[str, Any]) -> str:
     rows = record_rows(summary["rows"])
     spec = summary["spec"]
     body = f"""<p class="verdict"><b>RECORDED: {summary["prompts"]} prompts</b> to
-<code>{_e(summary["path"])}</code>
-(card <code>{_e(summary["card"])}</code>, recipe <code>{_e(summary["recipe"])}</code>, variant
-<code>{_e(summary["variant"])}</code>).</p>
-<p>Engine: <code>{_e(summary["engine"])}</code>; speculation required {_e(spec["required"])}, ran in
-{spec["ran"]}/{spec["prompts"]} prompts; identity: {_e(identity_text(summary.get("identity") or {}))}</p>
-<p>Settings: {_e(settings_text(summary["settings"]))}</p>
-{_table(RECORD_HEADER, rows, "recorded")}"""
+<code>{esc(summary["path"])}</code>
+(card <code>{esc(summary["card"])}</code>, recipe <code>{esc(summary["recipe"])}</code>, variant
+<code>{esc(summary["variant"])}</code>).</p>
+<p>Engine: <code>{esc(summary["engine"])}</code>; speculation required {esc(spec["required"])}, ran in
+{spec["ran"]}/{spec["prompts"]} prompts; identity: {esc(identity_text(summary.get("identity") or {}))}</p>
+<p>Settings: {esc(settings_text(summary["settings"]))}</p>
+{table(RECORD_HEADER, rows, "recorded")}"""
     return page(summary["title"], body)

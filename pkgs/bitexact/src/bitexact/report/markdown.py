@@ -66,7 +66,7 @@ DIVERGENCE_HEADER = [
 ]
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+def table(header: list[str], rows: list[list[str]]) -> list[str]:
     cell = lambda s: s.replace("|", "\\|")  # noqa: E731
     return [
         "| " + " | ".join(header) + " |",
@@ -102,7 +102,7 @@ def comparison_markdown(summary: dict[str, Any]) -> str:
         "",
     ]
     if rows:
-        lines += ["## Divergences", "", DIVERGENCE_NOTE, "", *_table(DIVERGENCE_HEADER, rows), ""]
+        lines += ["## Divergences", "", DIVERGENCE_NOTE, "", *table(DIVERGENCE_HEADER, rows), ""]
     texts = [c for c in comps if c.get("context")]
     if texts:
         lines += ["## Text at the first divergence", ""]
@@ -132,7 +132,7 @@ def repeat_markdown(summary: dict[str, Any]) -> str:
         f"- settings: {settings_text(summary['settings'])}",
         "",
     ]
-    lines += _table(REPEAT_HEADER, repeat_rows(summary["per_prompt"]))
+    lines += table(REPEAT_HEADER, repeat_rows(summary["per_prompt"]))
     return "\n".join(lines) + "\n"
 
 
@@ -212,7 +212,7 @@ def bench_markdown(summary: dict[str, Any]) -> str:
         f"- engine: `{summary['engine']}`",
         f"- identity: {identity_text(summary.get('identity') or {})}",
         "",
-        *_table(BENCH_HEADER, bench_rows(summary["rows"])),
+        *table(BENCH_HEADER, bench_rows(summary["rows"])),
         "",
         *reference_lines(summary.get("reference")),
     ]
@@ -231,7 +231,7 @@ def record_markdown(summary: dict[str, Any]) -> str:
         f"- identity: {identity_text(summary.get('identity') or {})}",
         f"- settings: {settings_text(summary['settings'])}",
         "",
-        *_table(RECORD_HEADER, record_rows(summary["rows"])),
+        *table(RECORD_HEADER, record_rows(summary["rows"])),
     ]
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,177 @@
+"""The drift history of a card: one JSON line per golden record and golden check, appended beside the
+card's goldens (`<golden dir>/<card>/history.jsonl`). Each line holds what was built (the components:
+engine as it reports itself, the build the launcher describes, the host's driver), when, which golden,
+and the verdict with the first divergence, the margin there and the prompts it touched. Lines are
+appended whole (one write each), so a crash loses at most the line being written, and a torn or
+unreadable line is skipped with a note, never fatal: the history is evidence, not a gate."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bitexact.errors import UsageError
+from bitexact.files import append_line, dumps, read_text
+
+KIND = "bitexact-history"
+SCHEMA = 1
+FILE_NAME = "history.jsonl"
+# Identity fields that say where an engine is, not what it computes.
+WHERE_FIELDS = ("url",)
+
+
+def history_path(golden_file: Path) -> Path:
+    """The history beside a golden: `<golden dir>/<card>/history.jsonl`."""
+    return golden_file.parent / FILE_NAME
+
+
+def read_build_info(path: Path | None) -> dict[str, str]:
+    """The launcher's description of the build (`bitexact-server --build-info`), flat strings."""
+    if path is None:
+        return {}
+    text = read_text(path, "--build-info", "the JSON `bitexact-server --build-info` prints")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(
+            f"--build-info {path}: not JSON ({error.msg} at line {error.lineno}); "
+            "write it with `bitexact-server --build-info > FILE`"
+        ) from None
+    if not isinstance(data, dict) or not all(isinstance(v, str | int | float | bool) for v in data.values()):
+        raise UsageError(
+            f"--build-info {path}: must be one JSON object of names to strings (as `bitexact-server "
+            "--build-info` prints)"
+        )
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def _flat(value: Any, prefix: str) -> dict[str, str]:
+    if isinstance(value, dict):
+        out: dict[str, str] = {}
+        for key, inner in sorted(value.items()):
+            out.update(_flat(inner, f"{prefix}.{key}"))
+        return out
+    if value is None or isinstance(value, list):
+        return {}
+    return {prefix: str(value)}
+
+
+def components(
+    identity: dict[str, Any],
+    build_info: dict[str, str],
+    gpu: dict[str, Any],
+    *,
+    bitexact_version: str,
+    build_id: str | None,
+) -> dict[str, str]:
+    """Everything known about what computed the values, flat `name: value`, for diffing two builds:
+    `engine.*` as the engine reports itself, `build.*` as the launcher describes its build, `host.*` the
+    driver and CUDA of this machine's NVML (for engines on this machine), `bitexact`, `build_id`."""
+    found: dict[str, str] = {"bitexact": bitexact_version}
+    if build_id:
+        found["build_id"] = build_id
+    for key, value in identity.items():
+        if key not in WHERE_FIELDS:
+            found.update(_flat(value, f"engine.{key}"))
+    found.update({f"build.{k}": v for k, v in build_info.items()})
+    for key in ("driver", "cuda_driver"):
+        if gpu.get(key):
+            found[f"host.{key}"] = str(gpu[key])
+    cards = gpu.get("cards") or []
+    if cards and isinstance(cards[0], dict) and cards[0].get("name"):
+        found["host.card"] = str(cards[0]["name"])
+    return found
+
+
+def build_label(found: dict[str, str]) -> str:
+    """A short name for a set of components: equal labels, equal builds (as far as they were described)."""
+    return hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def first_divergence(comparisons: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The earliest first divergence over the prompts (the golden's margin there), or None when equal."""
+    differing = [c for c in comparisons if not c["equal"]]
+    if not differing:
+        return None
+    first = min(differing, key=lambda c: c["first_divergence"])
+    return {
+        "prompt": first["prompt_id"],
+        "position": first["first_divergence"],
+        "differs_in": first.get("differs_in"),
+        "margin": first.get("margin_b"),
+        "token_flip": not first["tokens_equal"],
+    }
+
+
+def entry(
+    *,
+    verdict: str,
+    card: str,
+    recipe: str,
+    variant: str,
+    engine: str,
+    golden: dict[str, Any],
+    found: dict[str, str],
+    summary: dict[str, Any] | None,
+    prompts: int,
+) -> dict[str, Any]:
+    """One history line: RECORDED (a golden was written) or EQUAL/DIFFERENT (a check against it)."""
+    comps = summary["comparisons"] if summary else []
+    return {
+        "kind": KIND,
+        "schema": SCHEMA,
+        "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "verdict": verdict,
+        "card": card,
+        "recipe": recipe,
+        "variant": variant,
+        "engine": engine,
+        "golden": golden,
+        "build": {"label": build_label(found), "components": found},
+        "prompts": prompts,
+        "equal": summary["equal"] if summary else prompts,
+        "tokens_differ": summary["tokens_differ"] if summary else 0,
+        "first_divergence": first_divergence(comps),
+        "touched": [c["prompt_id"] for c in comps if not c["equal"]],
+    }
+
+
+def append(path: Path, line: dict[str, Any]) -> None:
+    append_line(
+        path,
+        dumps(line, sort_keys=True) + "\n",
+        "the history's earlier lines are kept; pass --history FILE to write it elsewhere, or --no-history",
+        option="--history",
+    )
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    """Every readable line of a history, in the order written. A torn last line (a crash mid-write) and
+    unreadable lines are skipped, each named on stderr."""
+    text = read_text(path, "--history", "a history.jsonl written by `bitexact golden check`")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    elif lines:
+        print(f"bitexact: {path}: the last line is torn (a crash mid-write); it is skipped", file=sys.stderr)
+        lines.pop()
+    found = []
+    for number, line in enumerate(lines, 1):
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            item = None
+        if not isinstance(item, dict) or item.get("kind") != KIND or item.get("schema") != SCHEMA:
+            print(f"bitexact: {path}:{number}: not a history line; skipped", file=sys.stderr)
+            continue
+        found.append(item)
+    return found
+
+
+def component_changes(old: dict[str, str], new: dict[str, str]) -> list[tuple[str, str | None, str | None]]:
+    """(name, before, after) for every component that differs, absent ones as None, sorted by name."""
+    return [(k, old.get(k), new.get(k)) for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
