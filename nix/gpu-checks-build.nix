@@ -53,6 +53,9 @@ let
   # Start `variant`'s server, wait until it generates, run `body`, stop it. The JIT caches start empty
   # in the sandbox: each step compiles DeepGEMM/Triton/FlashInfer kernels once.
   withServer = variant: body: ''
+    # The build as the launcher describes it, for the history lines `golden check` writes.
+    bitexact-server --build-info > "$out/build-info.json"
+    export BITEXACT_BUILD_INFO="$out/build-info.json"
     bitexact-server --variant ${lib.escapeShellArg variant} --host 127.0.0.1 --port ${toString port} \
       > "$out/server-${variant}.log" 2>&1 &
     server_pid=$!
@@ -78,8 +81,8 @@ let
       ${lib.escapeShellArgs (plan.fill values command)}
     '') commands;
 
-  values = ref: out: {
-    inherit url ref;
+  values = ref: refLong: out: {
+    inherit url ref refLong;
     recipe = "${recipeFile}";
     goldenDir = "${goldenDir}";
     inherit out;
@@ -170,7 +173,7 @@ let
       inherit (r) name;
       what = "the no-spec server's outputs, recorded as the reference";
       attrs = serverAttrs;
-      body = _: withServer r.variant (runCommands (values null ".") r.commands);
+      body = _: withServer r.variant (runCommands (values null null ".") r.commands);
     }) (builtins.attrValues plan.references)
     ++ map (b: {
       inherit (b) name what;
@@ -179,10 +182,16 @@ let
         runs:
         let
           ref = runs.${plan.references.${b.reference}.name};
+          # A capacity battery of chunk sizes checks the long prompts too (against the long reference).
+          long = b.longReference or false;
+          refLong = runs.${plan.references.long.name};
         in
         (if b.reference == null then "" else needReference ref)
+        + (if long then needReference refLong else "")
         + withServer b.variant (
-          runCommands (values (if b.reference == null then null else "${ref}/reference.json") ".") b.commands
+          runCommands (values (if b.reference == null then null else "${ref}/reference.json") (
+            if long then "${refLong}/reference.json" else null
+          ) ".") b.commands
         );
     }) (plan.batteries recipe);
 
@@ -255,10 +264,13 @@ in
         if ! kill -0 "$server_pid" 2>/dev/null; then tail -n 80 "$log" >&2; exit 2; fi
         sleep 2
       done
-      # "$@": e.g. --force to replace a golden already recorded for this card.
+      # The build (its store path, SGLang and its series, torch, triton, the driver) for the history.
+      info=$(mktemp -t record-golden-build.XXXXXX)
+      bitexact-server --build-info > "$info"
+      # "$@": e.g. --force to replace a golden already recorded for this card, --build-id "$(git rev-parse HEAD)".
       bitexact golden record "sglang+http://127.0.0.1:$port" --recipe ${recipeFile} --variant recipe \
-        --golden-dir checks/golden --build-id ${server} "$@"
-      echo "record-golden: commit the new file under checks/golden/" >&2
+        --golden-dir checks/golden --build-info "$info" "$@"
+      echo "record-golden: commit the new golden and its history under checks/golden/" >&2
     '';
   };
 }

@@ -244,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         b for b in plan["batteries"] if (wanted is None or b["name"] in wanted) and b["name"] != "gpu-golden"
     ]
     refs_needed = {b["reference"] for b in batteries if b["reference"]}
+    refs_needed |= {"long" for b in batteries if b.get("longReference")}
     model_dir = str(REPO / ".e2e" / "models" / "target")
     values = {
         "RECIPE": str(RECIPE),
@@ -318,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             step_values = dict(values, OUT=str(step_out), GOLDEN_DIR=str(out / "golden"))
             if reference:
                 step_values["REF"] = str(refs[reference])
+            step_values["REF_LONG"] = str(refs["long"])  # used only by batteries with longReference
             results = [
                 run_bitexact(fill(c, step_values), args.work, args.tree, step_out / "bitexact.log")
                 for c in commands

@@ -1,7 +1,8 @@
 """Summarise an end-to-end run (batteries.py's OUT/e2e/<tree>/): one line per battery (verdict, prompts
-equal/differing, token ids differing) and the speculation the server reported in the checks' results
+equal/differing, token ids differing), the speculation the server reported in the checks' results
 (verify steps, drafts accepted of proposed, mean accept length per prompt, prompts with partial
-acceptance). Standard library only.
+acceptance), and the capacity table: which server setting moved answers away from the no-spec
+reference, per tree. Standard library only.
 
 Usage: python checks/e2e/summarize.py OUT/e2e/patched OUT/e2e/stock
 """
@@ -12,6 +13,9 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+PLAN = Path(__file__).resolve().parent / "batteries.json"
+RECIPE = Path(__file__).resolve().parents[2] / "nix" / "recipes" / "e2e-tiny-hybrid.json"
 
 
 def verdict_lines(tree: Path) -> list[str]:
@@ -68,6 +72,47 @@ def spec_lines(tree: Path) -> list[str]:
     return lines
 
 
+def _moved(entry: dict[str, Any] | None) -> str:
+    """A capacity battery's cell: EQUAL n/n, or how many prompts moved (and in token ids), or the error."""
+    if entry is None:
+        return "not run"
+    if entry["exit"] not in (0, 1):
+        return f"ERROR (exit {entry['exit']})"
+    cells = []
+    for result in entry.get("results", []):
+        summary = result["summary"]
+        if not isinstance(summary, dict) or "equal" not in summary:
+            return f"ERROR (exit {result['exit']})" if result["exit"] > 1 else "no summary"
+        moved = summary["prompts"] - summary["equal"]
+        tokens = f", token ids in {summary['tokens_differ']}" if summary.get("tokens_differ") else ""
+        cells.append(
+            f"EQUAL {summary['equal']}/{summary['prompts']}"
+            if moved == 0
+            else f"MOVED {moved}/{summary['prompts']}{tokens}"
+        )
+    return " + long: ".join(cells)
+
+
+def capacity_table(trees: list[Path]) -> list[str]:
+    """Markdown: one row per capacity setting, one column per tree (the first check: 24 prompts with
+    requests in flight; after `+ long:`, the long prompts, for the chunk sizes)."""
+    plan = json.loads(PLAN.read_text())
+    variants = json.loads(RECIPE.read_text())["variants"]
+    verdicts = {
+        tree.name: {e["name"]: e for e in map(json.loads, (tree / "verdicts.jsonl").read_text().splitlines())}
+        for tree in trees
+    }
+    rows = [
+        "| setting | value | " + " | ".join(t.name for t in trees) + " |",
+        "|---|---|" + "---|" * len(trees),
+    ]
+    for battery in (b for b in plan["batteries"] if b.get("capacity")):
+        value = variants[battery["variant"]]["set"][battery["capacity"]]
+        cells = [_moved(verdicts[t.name].get(battery["name"])) for t in trees]
+        rows.append(f"| `{battery['capacity']}` | {value} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__, file=sys.stderr)
@@ -78,6 +123,8 @@ def main(argv: list[str]) -> int:
         print("\n".join(verdict_lines(tree)))
         print("-- speculation reported by the server (meta_info) in the checks")
         print("\n".join(spec_lines(tree)))
+    print("== capacity: answers against the no-spec reference, requests in flight")
+    print("\n".join(capacity_table([Path(name) for name in argv])))
     return 0
 
 

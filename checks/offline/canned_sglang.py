@@ -8,7 +8,11 @@ id, None)], "output_top_logprobs": [[(logprob, id, None)]], "completion_tokens",
 streamed, `data: {...}` events ending with `data: [DONE]`. The logprob values are written with Python's
 json, which writes NaN and Infinity as the non-standard literals a server with broken numerics sends.
 
-Behaviours: `normal`; `nan` and `inf` (position 2 of every answer); `short` (half the tokens asked).
+Behaviours: `normal`; `nan` and `inf` (position 2 of every answer); `short` (half the tokens asked);
+`spec` (the same values, with the speculation counters SGLang 0.5.20 adds to meta_info when a request
+went through verify steps: `spec_verify_ct`, `spec_accept_length`, `spec_num_correct_drafts`,
+`spec_num_proposed_drafts`); `drift` (`spec`, with the logprob at position 3 one float32 step away:
+a server whose bits moved).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import json
 import threading
 from typing import Any
 
-BEHAVIOURS = ("normal", "nan", "inf", "short")
+BEHAVIOURS = ("normal", "nan", "inf", "short", "spec", "drift")
 
 
 class CannedSGLang:
@@ -86,6 +90,8 @@ class CannedSGLang:
             logprobs[2] = float("nan")
         if self.behaviour == "inf" and count > 2:
             logprobs[2] = float("-inf")
+        if self.behaviour == "drift" and count > 3:
+            logprobs[3] += 2.0**-22  # -0.5 + 2**-22: the next float32 above -0.5
         top_n = int(body.get("top_logprobs_num") or 0)
         tops = [
             [(lp - k, tok + k, None) for k in range(top_n)] for tok, lp in zip(ids, logprobs, strict=True)
@@ -96,6 +102,17 @@ class CannedSGLang:
             "completion_tokens": count,
             "prompt_tokens": len(prompt),
         }
+        if self.behaviour in (
+            "spec",
+            "drift",
+        ):  # two tokens per verify step: one accepted draft of 7 proposed
+            steps = (count + 1) // 2
+            meta.update(
+                spec_verify_ct=steps,
+                spec_accept_length=count / steps,
+                spec_num_correct_drafts=count - steps,
+                spec_num_proposed_drafts=7 * steps,
+            )
         return {"text": "", "output_ids": ids, "meta_info": meta}
 
     def __enter__(self) -> CannedSGLang:

@@ -133,6 +133,21 @@ def golden(edit: Callable[[dict], None] | None = None) -> Setup:
     return setup
 
 
+# One history line as `golden check` writes it (kind, schema, build label and components, verdict).
+HISTORY_LINE = (
+    json.dumps(
+        {
+            "kind": "bitexact-history", "schema": 1, "at": "2026-12-01T00:00:00+00:00", "verdict": "EQUAL",
+            "card": "h200", "recipe": "qwen3.8-27b-exact", "variant": "recipe", "engine": "sglang+http://h:1",
+            "golden": {"path": "g.json", "digest": "0" * 64, "recorded": None, "build": None},
+            "build": {"label": "0123456789ab", "components": {"bitexact": "0.1.0"}},
+            "prompts": 2, "equal": 2, "tokens_differ": 0, "first_divergence": None, "touched": [],
+        }
+    )
+    + "\n"
+)  # fmt: skip
+
+
 def raw_golden(text: str) -> Setup:
     return write("g/h200/qwen3.8-27b-exact.json", text)
 
@@ -1028,6 +1043,41 @@ CASES: list[Case] = [
         ("golden", "check", URL, "--recipe-name", "x", "--card", "h200", "--out", "{tmp}/o"),
         2,
         r"where do goldens live\? .*pass --golden-dir DIR",
+    ),
+    Case(
+        "bx-build-info-json",
+        "bitexact",
+        "--build-info that is not JSON",
+        ("golden", "check", "sglang+{url}", *golden_args, "--build-info", "{tmp}/b.json", "--out", "{tmp}/o"),
+        2,
+        r"--build-info .*b.json: not JSON .*write it with `bitexact-server --build-info > FILE`",
+        both(golden(), write("b.json", "{")),
+        server="normal",
+    ),
+    Case(
+        "bx-history-none",
+        "bitexact",
+        "the history of a card with none",
+        ("history", "h200", "--golden-dir", "{tmp}/g", "--out", "{tmp}/o"),
+        2,
+        r"no history for card 'h200' at .*history.jsonl: `bitexact golden record` and `golden check` append",
+    ),
+    Case(
+        "bx-history-slug",
+        "bitexact",
+        "a history card slug with a path in it",
+        ("history", "../h200", "--golden-dir", "{tmp}/g"),
+        2,
+        r"card '../h200': a card slug is lowercase letters",
+    ),
+    Case(
+        "bx-history-diff",
+        "bitexact",
+        "--diff naming a build the history lacks",
+        ("history", "h200", "--golden-dir", "{tmp}/g", "--diff", "B1", "B7", "--out", "{tmp}/o"),
+        2,
+        r"--diff 'B7' names no build of card 'h200': give B1..B1, a check number 1..1",
+        write("g/h200/history.jsonl", HISTORY_LINE),
     ),
     # pinlock
     Case("pl-command", "pinlock", "an unknown command", ("pin",), 2, r"invalid choice: 'pin'"),

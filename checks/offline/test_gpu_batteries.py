@@ -48,6 +48,7 @@ def test_the_batteries_cover_the_recipes_claims() -> None:
         "gpu-parity-long",
         "gpu-repeat",
         "gpu-golden",
+        *(f"gpu-capacity-{v}" for v in CAPACITY),
     ]
     assert {n: (b["variant"], b["reference"]) for n, b in got.items()} == {
         "gpu-parity-recipe": ("recipe", "short"),
@@ -56,6 +57,7 @@ def test_the_batteries_cover_the_recipes_claims() -> None:
         "gpu-parity-long": ("recipe", "long"),
         "gpu-repeat": ("recipe", None),
         "gpu-golden": ("recipe", None),
+        **{f"gpu-capacity-{v}": (v, "short") for v in CAPACITY},
     }
     (check,) = got["gpu-parity-forced-reject"]["commands"]
     assert check[:4] == ["bitexact", "golden", "check", "@URL@"]
@@ -70,6 +72,53 @@ def test_the_batteries_cover_the_recipes_claims() -> None:
     assert repeat[repeat.index("--repeats") + 1] == "50"  # 24 prompts x 50 = the recipe's 1200 runs
     (golden,) = got["gpu-golden"]["commands"]
     assert golden[golden.index("--golden-dir") + 1] == "@GOLDEN_DIR@"
+    assert golden[golden.index("--history") + 1] == "@OUT@/history.jsonl"  # the golden dir is read only
+    for name, battery in got.items():  # checks against a run's own reference keep no history
+        for command in battery["commands"]:
+            if "--golden" in command:
+                assert "--no-history" in command, name
+
+
+# The capacity variants: each sets one flag the recipe also sets (or, for the CUDA graphs, leaves to SGLang).
+CAPACITY = {
+    "max-running-1": ("--max-running-requests", "1"),
+    "max-seqs-32": ("--max-running-requests", "32"),
+    "chunked-prefill-4096": ("--chunked-prefill-size", "4096"),
+    "chunked-prefill-16384": ("--chunked-prefill-size", "16384"),
+    "cuda-graph-decode-bs-1": ("--cuda-graph-max-bs-decode", "1"),
+    "cuda-graph-decode-bs-32": ("--cuda-graph-max-bs-decode", "32"),
+}
+
+
+def test_capacity_batteries_check_every_answer_against_one_reference_with_requests_in_flight() -> None:
+    got = batteries()
+    for variant, (flag, value) in CAPACITY.items():
+        assert RECIPE["variants"][variant]["set"] == {flag: value}
+        battery = got[f"gpu-capacity-{variant}"]
+        assert battery["capacity"] == flag
+        first = battery["commands"][0]
+        assert (
+            first[first.index("--golden") + 1] == "@REF@" and first[first.index("--variant") + 1] == variant
+        )
+        assert first[first.index("--inflight") + 1] == "32"
+        chunked = flag == "--chunked-prefill-size"
+        assert battery["longReference"] is chunked and len(battery["commands"]) == (2 if chunked else 1)
+        if chunked:  # a prompt shorter than the chunk is never chunked: the long prompts are checked too
+            long = battery["commands"][1]
+            assert long[long.index("--golden") + 1] == "@REF_LONG@"
+
+
+@pytest.mark.network
+def test_capacity_variants_use_flags_sglang_0_5_20_parses() -> None:
+    """The flags as the released 0.5.20 tree declares them: `--cuda-graph-max-bs` is gone there (its
+    fields are cuda_graph_max_bs_decode/_prefill, in srt/arg_groups/fields/exec_.py)."""
+    from released_wheels import unpacked_wheel
+
+    fields = unpacked_wheel("sglang", "0.5.20") / "sglang" / "srt" / "arg_groups" / "fields"
+    declared = "".join(p.read_text() for p in fields.glob("*.py"))
+    for flag, _ in CAPACITY.values():
+        assert f"    {flag.removeprefix('--').replace('-', '_')}: " in declared, flag
+    assert "    cuda_graph_max_bs: " not in declared
 
 
 def test_references_record_no_spec() -> None:
@@ -136,8 +185,11 @@ def test_every_gpu_check_needs_the_cuda_feature(locked: dict[str, Path]) -> None
 
 
 FAKE_SERVER = """#!{python}
-import http.server, os, sys
+import http.server, json, os, sys
 args = sys.argv[1:]
+if args == ["--build-info"]:  # as the real launcher: print the build, start nothing
+    print(json.dumps({"server": "/fake-store/server", "sglang": "0.5.20"}))
+    sys.exit(0)
 port = int(args[args.index("--port") + 1])
 if os.environ.get("FAKE_SERVER_DIES"):
     print("fake server: dying on start", file=sys.stderr)
@@ -162,6 +214,7 @@ except OSError:
 """
 FAKE_BITEXACT = """#!/bin/sh
 echo "$*" >> "$FAKE_CALLS"
+echo "$BITEXACT_BUILD_INFO" >> "$FAKE_CALLS.build-info"
 exit "${FAKE_BITEXACT_EXIT:-0}"
 """
 
@@ -224,6 +277,10 @@ def test_a_battery_passes_when_bitexact_says_equal(locked: dict[str, Path], tmp_
     assert calls[1].startswith("parity sglang+http://127.0.0.1:") and "--inflight-a 8" in calls[1]
     server_log = (tmp_path / "out" / "server-recipe.log").read_text()
     assert "fake server: --variant recipe --host 127.0.0.1" in server_log
+    # every bitexact call saw the build the launcher described, written beside the step's output
+    info = tmp_path / "out" / "build-info.json"
+    assert (tmp_path / "calls.build-info").read_text().splitlines() == [str(info)] * 2
+    assert json.loads(info.read_text())["server"] == "/fake-store/server"
 
 
 def test_a_difference_fails_the_battery(locked: dict[str, Path], tmp_path: Path) -> None:

@@ -281,7 +281,10 @@ def test_cli_print_shows_the_driver_it_would_use(
     ("args", "message"),
     [
         (["--", "--tp-size", "2"], "free arguments are not accepted"),
-        (["--tp-size", "2"], "unknown option --tp-size: bitexact-server takes --host, --list-variants,"),
+        (
+            ["--tp-size", "2"],
+            "unknown option --tp-size: bitexact-server takes --build-info, --host, --list-variants,",
+        ),
         (["--prt", "30001"], "unknown option --prt: did you mean --port?"),
         (["--port=30001", "--var", "no-spec"], "unknown option --var: did you mean --variant?"),
         (["extra"], "extra: `--` and free arguments are not accepted"),

@@ -38,19 +38,27 @@ SPEC = [
     "8",
 ]
 REST = ["--mamba-ssm-dtype", "float32"]
-CAPACITY = ["--chunked-prefill-size", "8192", "--mem-fraction-static", "0.88", "--context-length", "262144"]
+CAPACITY = ["--mem-fraction-static", "0.88", "--context-length", "262144"]
 TAIL = ["--disable-radix-cache"]
 
 
-def _argv(backend: str = "triton", spec: bool = True, max_running: str = "8") -> list[str]:
+def _argv(
+    backend: str = "triton",
+    spec: bool = True,
+    max_running: str = "8",
+    chunk: str = "8192",
+    graph_bs: str = "",
+) -> list[str]:
     return (
         HEAD
         + ["--attention-backend", backend]
         + (SPEC if spec else [])
         + REST
-        + ["--max-running-requests", max_running]
+        + ["--max-running-requests", max_running, "--chunked-prefill-size", chunk]
         + CAPACITY
         + TAIL
+        # a flag the recipe does not set is appended by the variant
+        + (["--cuda-graph-max-bs-decode", graph_bs] if graph_bs else [])
     )
 
 
@@ -67,7 +75,12 @@ EXPECTED: dict[str, tuple[list[str], dict[str, str]]] = {
         },
     ),
     "inflight-8": (_argv(), RECIPE_ENV),
+    "max-running-1": (_argv(max_running="1"), RECIPE_ENV),
     "max-seqs-32": (_argv(max_running="32"), RECIPE_ENV),
+    "chunked-prefill-4096": (_argv(chunk="4096"), RECIPE_ENV),
+    "chunked-prefill-16384": (_argv(chunk="16384"), RECIPE_ENV),
+    "cuda-graph-decode-bs-1": (_argv(graph_bs="1"), RECIPE_ENV),
+    "cuda-graph-decode-bs-32": (_argv(graph_bs="32"), RECIPE_ENV),
     "backend-flashinfer": (_argv(backend="flashinfer"), RECIPE_ENV),
 }
 PINNED = {

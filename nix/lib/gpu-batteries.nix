@@ -9,12 +9,49 @@
 # comparison as `parity`, with the speculation requirement of the battery's variant.
 #
 # Placeholders in commands, filled by the glue: @URL@ (the running server), @RECIPE@ (recipe JSON),
-# @REF@ (the reference record), @GOLDEN_DIR@ (checks/golden of the source), @OUT@ (reports),
+# @REF@ (the battery's reference record), @REF_LONG@ (the long reference, for a battery with
+# `longReference = true`), @GOLDEN_DIR@ (checks/golden of the source), @OUT@ (reports),
 # @MODEL_SNAPSHOT@ (the baked model's snapshot directory, for its tokenizer).
+#
+# Capacity invariance: an exact server's answers must not move with the settings that size its batches
+# (--max-running-requests, --chunked-prefill-size, and the CUDA graphs' batch sizes, which SGLang 0.5.20
+# names --cuda-graph-max-bs-decode: its --cuda-graph-max-bs is gone). One battery per capacity
+# variant of the recipe checks every answer against the same no-spec reference, with `capacityInflight`
+# requests in flight so that the server does batch them; the chunked-prefill variants check the long
+# prompts too (a prompt shorter than the chunk is never chunked).
 let
   # The author's receipts: 24 prompts (the shipped battery), 3 long prompts up to 128k, 1200 repeats.
   longLengths = "16k,64k,128k";
   repeats = 50;
+  capacityInflight = 32;
+  # The capacity variants in the order the table shows them, with the server flag each changes (the
+  # variant sets it; the recipe's own value is the baseline, checked by gpu-parity-recipe).
+  capacity = [
+    {
+      variant = "max-running-1";
+      flag = "--max-running-requests";
+    }
+    {
+      variant = "max-seqs-32";
+      flag = "--max-running-requests";
+    }
+    {
+      variant = "chunked-prefill-4096";
+      flag = "--chunked-prefill-size";
+    }
+    {
+      variant = "chunked-prefill-16384";
+      flag = "--chunked-prefill-size";
+    }
+    {
+      variant = "cuda-graph-decode-bs-1";
+      flag = "--cuda-graph-max-bs-decode";
+    }
+    {
+      variant = "cuda-graph-decode-bs-32";
+      flag = "--cuda-graph-max-bs-decode";
+    }
+  ];
 
   reference = long: {
     name = if long then "reference-no-spec-long" else "reference-no-spec";
@@ -32,6 +69,7 @@ let
           "no-spec"
           "--golden"
           "@OUT@/reference.json"
+          "--no-history"
           "--out"
           "@OUT@/work"
         ]
@@ -51,7 +89,8 @@ let
     ];
   };
 
-  checkAgainstReference = variant: [
+  # A reference is a scratch golden of this run: checks against it append to no history.
+  checkAgainst = ref: out: variant: [
     "bitexact"
     "golden"
     "check"
@@ -61,21 +100,44 @@ let
     "--variant"
     variant
     "--golden"
-    "@REF@"
+    ref
+    "--no-history"
     "--out"
-    "@OUT@/${variant}"
+    out
     "--json"
   ];
+  checkAgainstReference = variant: checkAgainst "@REF@" "@OUT@/${variant}" variant;
+
+  capacityBattery =
+    { variant, flag }:
+    {
+      name = "gpu-capacity-${variant}";
+      what = "${flag} as ${variant} sets it, ${toString capacityInflight} requests in flight: every answer equals speculation off";
+      inherit variant;
+      reference = "short";
+      longReference = flag == "--chunked-prefill-size";
+      capacity = flag;
+      commands = [
+        (checkAgainstReference variant ++ [ "--inflight" (toString capacityInflight) ])
+      ]
+      ++ (
+        if flag == "--chunked-prefill-size" then
+          [ (checkAgainst "@REF_LONG@" "@OUT@/${variant}-long" variant) ]
+        else
+          [ ]
+      );
+    };
 in
 rec {
-  inherit longLengths repeats;
+  inherit longLengths repeats capacityInflight capacity;
 
   references = {
     short = reference false;
     long = reference true;
   };
 
-  # recipe (parsed) -> [{name, variant (server), reference (null | "short" | "long"), commands}]
+  # recipe (parsed) -> [{name, what, variant (server), reference (null | "short" | "long"), commands}],
+  # capacity batteries with `capacity` (the flag) and `longReference` (also checked against @REF_LONG@).
   batteries =
     recipe:
     let
@@ -85,15 +147,18 @@ rec {
         if has v then
           true
         else
-          throw "gpu-batteries: recipe ${recipe.name} has no variant '${v}' (the batteries need recipe, no-spec, forced-reject, inflight-8)";
+          throw "gpu-batteries: recipe ${recipe.name} has no variant '${v}' (the batteries need recipe, no-spec, forced-reject, inflight-8 and the capacity variants ${builtins.concatStringsSep ", " (map (c: c.variant) capacity)})";
       inflight = ((recipe.variants."inflight-8".client or { }).inflight or 1);
     in
-    assert builtins.all need [
-      "recipe"
-      "no-spec"
-      "forced-reject"
-      "inflight-8"
-    ];
+    assert builtins.all need (
+      [
+        "recipe"
+        "no-spec"
+        "forced-reject"
+        "inflight-8"
+      ]
+      ++ map (c: c.variant) capacity
+    );
     [
       {
         name = "gpu-parity-recipe";
@@ -181,13 +246,18 @@ rec {
             "recipe"
             "--golden-dir"
             "@GOLDEN_DIR@"
+            # The golden dir is in the store (read only): the check's history line goes to the output,
+            # from where `bitexact history CARD --history result/history.jsonl` reads it.
+            "--history"
+            "@OUT@/history.jsonl"
             "--out"
             "@OUT@/golden"
             "--json"
           ]
         ];
       }
-    ];
+    ]
+    ++ map capacityBattery capacity;
 
   # Fill the placeholders of a command.
   fill =
@@ -195,11 +265,12 @@ rec {
     map (
       arg:
       builtins.replaceStrings
-        [ "@URL@" "@RECIPE@" "@REF@" "@GOLDEN_DIR@" "@OUT@" "@MODEL_SNAPSHOT@" ]
+        [ "@URL@" "@RECIPE@" "@REF@" "@REF_LONG@" "@GOLDEN_DIR@" "@OUT@" "@MODEL_SNAPSHOT@" ]
         [
           values.url
           values.recipe
           (if (values.ref or null) == null then "@REF@" else values.ref)
+          (if (values.refLong or null) == null then "@REF_LONG@" else values.refLong)
           values.goldenDir
           values.out
           values.modelSnapshot

@@ -4,6 +4,7 @@
 #   BITEXACT_DEEP_GEMM   the fenced DeepGEMM store path (the launcher keys SGLANG_DG_CACHE_DIR by it)
 #   BITEXACT_CUDA_HOME   the locked pip nvcc's CUDA tree (exported as CUDA_HOME: one nvcc for the JITs)
 #   BITEXACT_HF_HUB_CACHE  baked weights, when a cache is given (images); otherwise the caller's
+#   BITEXACT_SERVER_OUT  this derivation's store path (`bitexact-server --build-info` names the build by it)
 # and a C compiler on PATH for Triton's launcher stubs (and nvcc's host compiler). The NVIDIA driver is
 # not looked for here: the launcher finds it on the host (gpuhost.driver: NixOS, the container toolkit,
 # FHS distributions, BITEXACT_DRIVER_LIB) and gives the server LD_LIBRARY_PATH and TRITON_LIBCUDA_PATH
@@ -40,6 +41,7 @@ runCommand "bitexact-server"
       --set BITEXACT_RECIPE ${recipePath} \
       --set BITEXACT_DEEP_GEMM ${deepGemm} \
       --set BITEXACT_CUDA_HOME ${cudaHome} \
+      --set BITEXACT_SERVER_OUT "$out" \
       ${lib.optionalString (hfHubCache != null) "--set BITEXACT_HF_HUB_CACHE ${hfHubCache}"} \
       --prefix PATH : ${lib.makeBinPath [ gcc14 ]}
     ln -s ${venv}/bin/bitexact-driver $out/bin/bitexact-driver

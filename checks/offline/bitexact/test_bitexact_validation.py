@@ -72,6 +72,12 @@ def test_verdict_on_stdout_without_json(backend, prompt_file, tmp_path, capsys):
             "(0 differ in token ids); report: "
         )
         assert out.rstrip().endswith("parity.html")
+        # one server asked two ways (the GPU battery gpu-parity-inflight-8) is a batching check: allowed
+        batching = ["parity", a, a, "--inflight-a", "2", "--inflight-b", "1", "--out", str(tmp_path / "b")]
+        assert main([*batching, *argv]) == 0
+        assert capsys.readouterr().out.startswith(
+            "parity: EQUAL (the same engine on both sides, 2 against 1 in flight: a batching check): 2/2"
+        )
         assert main(["repeat", a, "-n", "2", "-b", "1", "--out", str(tmp_path / "r"), *argv]) == 0
         out = capsys.readouterr().out
         assert out.startswith(

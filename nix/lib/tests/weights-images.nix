@@ -211,6 +211,12 @@ let
         "gpu-parity-long"
         "gpu-repeat"
         "gpu-golden"
+        "gpu-capacity-max-running-1"
+        "gpu-capacity-max-seqs-32"
+        "gpu-capacity-chunked-prefill-4096"
+        "gpu-capacity-chunked-prefill-16384"
+        "gpu-capacity-cuda-graph-decode-bs-1"
+        "gpu-capacity-cuda-graph-decode-bs-32"
       ];
     };
   };

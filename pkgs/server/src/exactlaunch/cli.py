@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gpuhost.driver import OVERRIDE_VAR, DriverLibs, DriverNotFound, driver_environment, find_driver
 
+from exactlaunch.buildinfo import build_info
 from exactlaunch.environment import DEEP_GEMM_VAR, RECIPE_VAR, LaunchEnv, build_env
 from exactlaunch.preflight import installed_package_dir, preflight
 from exactlaunch.recipe import Recipe, RecipeError, load_recipe
@@ -74,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
         "--print", action="store_true", help="print the argv and the env it sets as JSON, exit"
     )
     parser.add_argument("--list-variants", action="store_true", help="list the recipe's variants, exit")
+    parser.add_argument(
+        "--build-info",
+        action="store_true",
+        help="print the build this launcher serves (recipe, SGLang and its patch series, DeepGEMM, torch, "
+        "triton, the driver) as JSON for `bitexact golden check --build-info FILE`, exit",
+    )
     return parser
 
 
@@ -164,6 +171,9 @@ def main(args: Sequence[str] | None = None) -> int:
         if options.list_variants:
             for name, variant in sorted(recipe.variants.items()):
                 print(f"{name}\t{variant.description}")
+            return 0
+        if options.build_info:
+            print(json.dumps(build_info(recipe.name, recipe.path, os.environ), indent=1))
             return 0
         serving = {"--host": options.host, "--port": options.port}
         launch = plan(recipe, options.variant, serving, dict(os.environ), sys.executable)

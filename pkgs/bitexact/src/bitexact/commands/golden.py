@@ -6,6 +6,7 @@ import argparse
 import datetime
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,8 @@ def add_parser(sub: Any) -> None:
         q.add_argument(
             "--history",
             type=Path,
-            help="the drift history this run appends a line to (default: history.jsonl beside the golden)",
+            help="the drift history this run appends a line to (default: history.jsonl beside the card's "
+            "golden in --golden-dir; none for a golden named by --golden)",
         )
         q.add_argument(
             "--no-history", action="store_true", help="append nothing to a history (a scratch run)"
@@ -215,8 +217,18 @@ def _golden_ref(path: Path, rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _append_history(args: argparse.Namespace, golden_file: Path, line: dict[str, Any]) -> None:
-    if not args.no_history:
-        history.append(args.history or history.history_path(golden_file), line)
+    """The card's history beside its golden; a golden named by --golden (a scratch reference) keeps
+    none unless --history names one."""
+    if args.no_history:
+        return
+    if args.history is None and args.golden is not None:
+        print(
+            "bitexact: no history line written: --golden names a file, not a card's golden "
+            "(pass --history FILE to keep one)",
+            file=sys.stderr,
+        )
+        return
+    history.append(args.history or history.history_path(golden_file), line)
 
 
 def record(args: argparse.Namespace) -> int:

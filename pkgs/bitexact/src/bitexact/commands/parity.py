@@ -40,8 +40,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--allow-same-engine",
         action="store_true",
-        help="compare an engine with itself (the same address on both sides): a repeat check, not parity; "
-        "the verdict says so",
+        help="compare an engine with itself, asked the same way on both sides: a repeat check, not parity; "
+        "the verdict says so (with --inflight-a/--inflight-b that differ it is a batching check, allowed)",
     )
     add_prompt_options(p)
     p.set_defaults(run=run)
@@ -66,14 +66,17 @@ def run(args: argparse.Namespace) -> int:
     spec_b = args.spec_b or side_b.spec
     settings = settings_of(args)
     prompts = resolve_prompts(args, [args.a, args.b], long_lengths)
+    inflight_a, inflight_b = args.inflight_a or side_a.inflight, args.inflight_b or side_b.inflight
     same = parse_engine(args.a).canonical == parse_engine(args.b).canonical
-    if same and not args.allow_same_engine:
+    # One server asked two ways (8 requests in flight against 1) is a batching check, and worth running;
+    # one server asked the same way twice is a repeat, which parity would call EQUAL as if it proved more.
+    if same and inflight_a == inflight_b and not args.allow_same_engine:
         raise UsageError(
-            f"A and B are the same engine ({parse_engine(args.a).canonical}): parity of an engine with "
-            "itself proves nothing about the change under test; point B at the reference server, or pass "
+            f"A and B are the same engine ({parse_engine(args.a).canonical}), asked the same way: parity of "
+            "an engine with itself proves nothing about the change under test; point B at the reference "
+            "server, give --inflight-a/--inflight-b that differ (a batching check), or pass "
             "--allow-same-engine (then it is a repeat check, and the verdict says so)"
         )
-    inflight_a, inflight_b = args.inflight_a or side_a.inflight, args.inflight_b or side_b.inflight
     gens_a, ident_a = run_side(args.a, prompts, settings, args.out, "A", inflight_a, tokenizer=args.tokenizer)
     gens_b, ident_b = run_side(args.b, prompts, settings, args.out, "B", inflight_b, tokenizer=args.tokenizer)
     check_spec(gens_a, spec_a, f"A ({args.a})")
@@ -102,7 +105,11 @@ def run(args: argparse.Namespace) -> int:
     summary["reports"] = write_comparison(args.out, stem, summary)
     verdict = "EQUAL" if summary["differ"] == 0 else "DIFFERENT"
     if same:
-        verdict += " (the same engine on both sides: a repeat check, not parity)"
+        verdict += (
+            f" (the same engine on both sides, {inflight_a} against {inflight_b} in flight: a batching check)"
+            if inflight_a != inflight_b
+            else " (the same engine on both sides: a repeat check, not parity)"
+        )
         summary["same_engine"] = True
     emit(
         summary,

@@ -1,0 +1,164 @@
+"""Every command of the flake's battery plan (checks/e2e/batteries.json, kept equal to what Nix evaluates by
+test_e2e_plan.py) run by the real bitexact, as the GPU check and the e2e runner run them, against a real
+HTTP server in SGLang 0.5.20's shapes (canned_sglang.py): the references against a server that does not
+speculate, every battery against one that does, on an H200 as the NVML stand-in describes it (bitexact
+keys goldens by the card it reads there; driver_standins.py). The server's values are canned, so every
+battery must pass: a command the CLI refuses, or a battery that cannot pass against a perfect server,
+fails here before it reaches a GPU (as a same-engine refusal once would have: gpu-parity-inflight-8
+runs `parity @URL@ @URL@` with 8 against 1 in flight)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from canned_sglang import CannedSGLang
+from driver_standins import H200, install_driver, nvml_env
+
+REPO = Path(__file__).resolve().parents[2]
+PLAN = json.loads((REPO / "checks" / "e2e" / "batteries.json").read_text())
+RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
+SOURCES = [REPO / "pkgs" / "bitexact" / "src", REPO / "pkgs" / "server" / "src"]
+SHORT_LONG = "64,300"  # the long reference's lengths, shortened as the e2e runner's --long does
+BATTERIES = PLAN["batteries"]
+
+
+def fill(command: list[str], values: dict[str, str]) -> list[str]:
+    out = []
+    for arg in command:
+        for key, value in values.items():
+            arg = arg.replace(f"@{key}@", value)
+        out.append(arg)
+    return out
+
+
+@pytest.fixture(scope="module")
+def card(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment under which bitexact reads an H200 through NVML (the stand-in driver)."""
+    driver = install_driver(tmp_path_factory.mktemp("driver") / "lib")
+    return {"BITEXACT_DRIVER_LIB": str(driver), **nvml_env(H200)}
+
+
+def bitexact(command: list[str], cwd: Path, card: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    assert command[0] == "bitexact"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BITEXACT_") and k != "LD_LIBRARY_PATH"}
+    env |= card
+    env["PYTHONPATH"] = os.pathsep.join(str(s) for s in SOURCES)
+    return subprocess.run(
+        [sys.executable, "-m", "bitexact", *command[1:]], cwd=cwd, env=env, capture_output=True, text=True
+    )
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory: pytest.TempPathFactory, card: dict[str, str]) -> dict[str, Path]:
+    """The plan's own reference commands against a server that does not speculate (the no-spec side)."""
+    root = tmp_path_factory.mktemp("references")
+    made = {}
+    with CannedSGLang("normal") as server:
+        for kind, reference in PLAN["references"].items():
+            out = root / reference["name"]
+            out.mkdir()
+            for command in reference["commands"]:
+                command = list(command)
+                if "--long" in command:
+                    command[command.index("--long") + 1] = SHORT_LONG
+                values = {"URL": f"sglang+{server.url}", "RECIPE": str(RECIPE), "OUT": str(out)}
+                done = bitexact(fill(command, {**values, "MODEL_SNAPSHOT": "bytes"}), root, card)
+                assert done.returncode == 0, done.stderr[-3000:]
+            made[kind] = out / "reference.json"
+        # This card's golden, as the record-golden app records it (the recipe variant, --golden-dir).
+        golden = ["bitexact", "golden", "record", f"sglang+{server.url}", "--recipe", str(RECIPE)]
+        golden += ["--variant", "no-spec", "--golden-dir", str(root / "golden"), "--no-history"]
+        done = bitexact(golden, root, card)
+        assert done.returncode == 0, done.stderr[-3000:]
+        made["golden_dir"] = root / "golden"
+    return made
+
+
+@pytest.mark.parametrize("battery", BATTERIES, ids=lambda b: b["name"])
+def test_every_battery_passes_against_a_server_that_answers_alike(
+    battery: dict, references: dict[str, Path], card: dict[str, str], tmp_path: Path
+) -> None:
+    assert battery["variant"] != "no-spec"  # every battery's server speculates: the canned one says so
+    with CannedSGLang("spec") as server:
+        values = {
+            "URL": f"sglang+{server.url}",
+            "RECIPE": str(RECIPE),
+            "OUT": str(tmp_path),
+            "REF": str(references[battery["reference"]]) if battery["reference"] else "@REF@",
+            "REF_LONG": str(references["long"]),
+            "GOLDEN_DIR": str(references["golden_dir"]),
+        }
+        for command in battery["commands"]:
+            done = bitexact(fill(command, values), tmp_path, card)
+            assert done.returncode == 0, f"{' '.join(command)}\n{done.stdout[-1500:]}\n{done.stderr[-3000:]}"
+            if "--json" in command:
+                summary = json.loads(done.stdout)
+                assert summary.get("differ", 0) == 0 and summary.get("divergent", 0) == 0
+    if battery["name"] == "gpu-golden":  # its history line, in the output (the golden dir is read only)
+        (line,) = (tmp_path / "history.jsonl").read_text().splitlines()
+        assert json.loads(line)["verdict"] == "EQUAL" and json.loads(line)["card"] == "h200"
+
+
+def test_a_capacity_battery_fails_when_answers_move(
+    references: dict[str, Path], card: dict[str, str], tmp_path: Path
+) -> None:
+    """The same battery against a server whose answers differ from the reference (NaN at one position is
+    refused, exit 2; it must not pass)."""
+    battery = next(b for b in BATTERIES if b["name"] == "gpu-capacity-max-running-1")
+    with CannedSGLang("nan") as server:
+        values = {"URL": f"sglang+{server.url}", "RECIPE": str(RECIPE), "OUT": str(tmp_path)}
+        values |= {"REF": str(references["short"]), "REF_LONG": str(references["long"])}
+        done = bitexact(fill(battery["commands"][0], values), tmp_path, card)
+    assert done.returncode == 2 and "is nan" in done.stderr
+
+
+def test_the_capacity_table_says_which_settings_moved_answers_per_tree(
+    references: dict[str, Path], card: dict[str, str], tmp_path: Path
+) -> None:
+    """Two trees as the e2e runner records them (verdicts.jsonl), from real bitexact runs: one whose
+    server answers alike (EQUAL everywhere), one whose bits moved (MOVED, logprobs only)."""
+    sys.path.insert(0, str(REPO / "checks" / "e2e"))
+    import summarize
+
+    capacity = [b for b in BATTERIES if b.get("capacity")]
+    for tree, behaviour in (("patched", "spec"), ("stock", "drift")):
+        with CannedSGLang(behaviour) as server:
+            values = {"URL": f"sglang+{server.url}", "RECIPE": str(RECIPE), "OUT": str(tmp_path / tree)}
+            values |= {"REF": str(references["short"]), "REF_LONG": str(references["long"])}
+            lines = []
+            for battery in capacity:
+                results = []
+                for command in battery["commands"]:
+                    done = bitexact(fill(command, values), tmp_path, card)
+                    results.append(
+                        {"command": command, "exit": done.returncode, "summary": json.loads(done.stdout)}
+                    )
+                worst = max(r["exit"] for r in results)
+                lines.append(
+                    json.dumps(
+                        {
+                            "name": battery["name"],
+                            "variant": battery["variant"],
+                            "exit": worst,
+                            "results": results,
+                        }
+                    )
+                )
+        (tmp_path / tree / "verdicts.jsonl").write_text("\n".join(lines) + "\n")
+    table = summarize.capacity_table([tmp_path / "patched", tmp_path / "stock"])
+    assert table[0] == "| setting | value | patched | stock |"
+    rows = {tuple(row.split(" | ")[:2]): row for row in table[2:]}
+    assert len(rows) == len(capacity) == 6
+    short = len(json.loads(references["short"].read_text())["prompts"])
+    long = len(json.loads(references["long"].read_text())["prompts"])
+    assert rows[("| `--max-running-requests`", "1")].endswith(
+        f"| EQUAL {short}/{short} | MOVED {short}/{short} |"
+    )
+    chunk = rows[("| `--chunked-prefill-size`", "4096")]
+    patched = f"EQUAL {short}/{short} + long: EQUAL {long}/{long}"
+    assert chunk.endswith(f"| {patched} | MOVED {short}/{short} + long: MOVED {long}/{long} |")
