@@ -20,6 +20,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from smallm_table import TableError, module_from_patch, read_table  # noqa: E402  (the shared table code)
+
 SCHEMA = "bitexact-exact-gemm-sweep/1"
 REPO = Path(__file__).resolve().parents[2]
 EVIDENCE = REPO / "docs" / "evidence"
@@ -39,26 +42,13 @@ BUCKETS: list[tuple[int | None, tuple[int, ...]]] = [
 THRESHOLDS = (0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
 
 
-class TableError(ValueError):
-    """A table that cannot be used, with the file and the reason."""
-
-
 def table_name(capability: str, sm_count: int, l2_bytes: int) -> str:
     """File name of a card's table: e.g. exact-gemm-sm90-132sm-60mib.json for the H200."""
     return f"exact-gemm-sm{capability.replace('.', '')}-{sm_count}sm-{l2_bytes >> 20}mib.json"
 
 
 def load_table(path: Path) -> dict:
-    try:
-        table = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise TableError(f"{path}: cannot read the table ({error})") from None
-    if table.get("schema") != SCHEMA:
-        raise TableError(f"{path}: schema {table.get('schema')!r}, expected {SCHEMA!r} (rerun the sweep)")
-    for key in ("device", "candidates", "shapes"):
-        if key not in table:
-            raise TableError(f"{path}: no {key!r}; a sweep table has {SCHEMA}'s keys")
-    return table
+    return read_table(path, SCHEMA, ("device", "candidates", "shapes"))
 
 
 def committed_tables() -> list[Path]:
@@ -67,14 +57,7 @@ def committed_tables() -> list[Path]:
 
 def load_tiles_module(patch: Path = PATCH):  # noqa: ANN201 (a module)
     """patch 0005's exact_gemm_tiles.py as a module, straight out of the patch (standard library only)."""
-    import types
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from smallm_table import new_file_from_patch
-
-    module = types.ModuleType("exact_gemm_tiles")
-    exec(compile(new_file_from_patch(patch.read_text(), TILES_PATH), TILES_PATH, "exec"), module.__dict__)
-    return module
+    return module_from_patch(patch, TILES_PATH, "exact_gemm_tiles")
 
 
 def model_shapes(table: dict) -> list[dict]:

@@ -14,7 +14,6 @@ path and its pointer fallback. What it cannot prove is bf16 arithmetic or bits: 
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -31,10 +30,7 @@ MS = (1, 5, 16)
 
 
 def main() -> int:
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        print("set TRITON_INTERPRET=1 (this runs the kernels on the CPU)", file=sys.stderr)
-        return 2
-    problem = sglang_tree.install_from_env()
+    problem = sglang_tree.install_for_interpreter()
     if problem:
         print(problem, file=sys.stderr)
         return 2

@@ -52,17 +52,22 @@ class TableError(ValueError):
     """A table that cannot be used, with the file and the reason."""
 
 
-def load_table(path: Path) -> dict:
+def read_table(path: Path, schema: str, keys: tuple[str, ...]) -> dict:
+    """A sweep table of `schema` holding `keys` (this sweep's and the exact GEMM sweep's)."""
     try:
         table = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as error:
         raise TableError(f"{path}: cannot read the table ({error})") from None
-    if table.get("schema") != SCHEMA:
-        raise TableError(f"{path}: schema {table.get('schema')!r}, expected {SCHEMA!r} (rerun the sweep)")
-    for key in ("device", "candidates", "shapes", "sweep_ms"):
+    if table.get("schema") != schema:
+        raise TableError(f"{path}: schema {table.get('schema')!r}, expected {schema!r} (rerun the sweep)")
+    for key in keys:
         if key not in table:
-            raise TableError(f"{path}: no {key!r}; a sweep table has {SCHEMA}'s keys")
+            raise TableError(f"{path}: no {key!r}; a sweep table has {schema}'s keys")
     return table
+
+
+def load_table(path: Path) -> dict:
+    return read_table(path, SCHEMA, ("device", "candidates", "shapes", "sweep_ms"))
 
 
 def committed_tables() -> list[Path]:
@@ -88,12 +93,19 @@ def tiles_module_source(patch: Path = PATCH) -> str:
     return new_file_from_patch(patch.read_text(), TILES_PATH)
 
 
-def load_tiles_module(patch: Path = PATCH):  # noqa: ANN201 (a module)
+def module_from_patch(patch: Path, path: str, name: str):  # noqa: ANN201 (a module)
+    """The module a patch creates at `path`, straight out of the patch (a rule module: standard library)."""
     import types
 
-    module = types.ModuleType("small_m_tiles")
-    exec(compile(tiles_module_source(patch), f"{patch.name}:{TILES_PATH}", "exec"), module.__dict__)
+    module = types.ModuleType(name)
+    exec(
+        compile(new_file_from_patch(patch.read_text(), path), f"{patch.name}:{path}", "exec"), module.__dict__
+    )
     return module
+
+
+def load_tiles_module(patch: Path = PATCH):  # noqa: ANN201 (a module)
+    return module_from_patch(patch, TILES_PATH, "small_m_tiles")
 
 
 # --- reading a table ---------------------------------------------------------------------------------------

@@ -178,6 +178,13 @@ def install_from_env() -> str | None:
     return problem
 
 
+def install_for_interpreter() -> str | None:
+    """For the CPU interpreter scripts: TRITON_INTERPRET=1 is set and the tree is installed, or why not."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return "set TRITON_INTERPRET=1 (this runs the kernels on the CPU)"
+    return install_from_env()
+
+
 def install(tree: Path) -> None:
     """Make `import sglang.<module>` load from `tree` without running sglang/__init__.py."""
     problem = tree_problem(tree)

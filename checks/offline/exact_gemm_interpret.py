@@ -13,7 +13,6 @@ depend on M. bf16 bits against the persistent kernel are the GPU check's (checks
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -42,10 +41,7 @@ EXTRA = [
 
 
 def main() -> int:
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        print("set TRITON_INTERPRET=1 (this runs the kernels on the CPU)", file=sys.stderr)
-        return 2
-    problem = sglang_tree.install_from_env()
+    problem = sglang_tree.install_for_interpreter()
     if problem:
         print(problem, file=sys.stderr)
         return 2

@@ -20,20 +20,14 @@ from canned_sglang import CannedSGLang
 from driver_standins import H200, install_driver, nvml_env
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "checks" / "e2e"))
+from batteries import fill  # noqa: E402  (the e2e runner's own placeholder filling)
+
 PLAN = json.loads((REPO / "checks" / "e2e" / "batteries.json").read_text())
 RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
 SOURCES = [REPO / "pkgs" / "bitexact" / "src", REPO / "pkgs" / "server" / "src"]
 SHORT_LONG = "64,300"  # the long reference's lengths, shortened as the e2e runner's --long does
 BATTERIES = PLAN["batteries"]
-
-
-def fill(command: list[str], values: dict[str, str]) -> list[str]:
-    out = []
-    for arg in command:
-        for key, value in values.items():
-            arg = arg.replace(f"@{key}@", value)
-        out.append(arg)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +116,6 @@ def test_the_capacity_table_says_which_settings_moved_answers_per_tree(
 ) -> None:
     """Two trees as the e2e runner records them (verdicts.jsonl), from real bitexact runs: one whose
     server answers alike (EQUAL everywhere), one whose bits moved (MOVED, logprobs only)."""
-    sys.path.insert(0, str(REPO / "checks" / "e2e"))
     import summarize
 
     capacity = [b for b in BATTERIES if b.get("capacity")]

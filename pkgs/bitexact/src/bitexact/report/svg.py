@@ -55,6 +55,36 @@ def y_of(value: float, y_max: float) -> float:
     return TOP + PLOT_H - PLOT_H * (value / y_max if y_max else 0.0)
 
 
+def x_tick(x: float, label: str) -> list[str]:
+    """A tick under the x axis at pixel `x`, with its label."""
+    bottom = TOP + PLOT_H
+    return [
+        f'<line class="tick" x1="{x:.1f}" y1="{bottom}" x2="{x:.1f}" y2="{bottom + TICK}" stroke="black"/>',
+        f'<text class="tick-label" x="{x:.1f}" y="{bottom + TICK + 13}" text-anchor="middle" '
+        f'font-size="11">{label}</text>',
+    ]
+
+
+def y_tick(y: float, label: str) -> list[str]:
+    """A tick left of the y axis at pixel `y`, with its label."""
+    return [
+        f'<line class="tick" x1="{LEFT - TICK}" y1="{y:.1f}" x2="{LEFT}" y2="{y:.1f}" stroke="black"/>',
+        f'<text class="tick-label" x="{LEFT - TICK - 3}" y="{y + 4:.1f}" text-anchor="end" '
+        f'font-size="11">{label}</text>',
+    ]
+
+
+def axis_labels(x_label: str, y_label: str) -> list[str]:
+    """The x axis's label under it and the y axis's, turned, left of it."""
+    mid = TOP + PLOT_H / 2
+    return [
+        f'<text class="axis-label" x="{LEFT + PLOT_W / 2}" y="{H - 10}" text-anchor="middle" font-size="13">'
+        f"{html.escape(x_label)}</text>",
+        f'<text class="axis-label" x="16" y="{mid}" transform="rotate(-90 16 {mid})" text-anchor="middle" '
+        f'font-size="13">{html.escape(y_label)}</text>',
+    ]
+
+
 def scatter(
     points: list[Point],
     *,
@@ -79,38 +109,17 @@ def scatter(
         f'<line class="axis" x1="{LEFT}" y1="{bottom}" x2="{LEFT + PLOT_W}" y2="{bottom}" stroke="black"/>',
     ]
     for value in ticks(x_max, x_integer):
-        x = x_of(value, x_max)
-        out.append(
-            f'<line class="tick" x1="{x:.1f}" y1="{TOP + PLOT_H}" x2="{x:.1f}" y2="{TOP + PLOT_H + TICK}" '
-            'stroke="black"/>'
-        )
-        out.append(
-            f'<text class="tick-label" x="{x:.1f}" y="{TOP + PLOT_H + TICK + 13}" text-anchor="middle" '
-            f'font-size="11">{_label(value, x_integer)}</text>'
-        )
+        out += x_tick(x_of(value, x_max), _label(value, x_integer))
+    x_text, y_text = axis_labels(x_label, y_label)
     out += [
-        f'<text class="axis-label" x="{LEFT + PLOT_W / 2}" y="{H - 10}" text-anchor="middle" font-size="13">'
-        f"{html.escape(x_label)}</text>",
+        x_text,
         "</g>",
         '<g class="y-axis">',
         f'<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + PLOT_H}" stroke="black"/>',
     ]
     for value in ticks(y_max, y_integer):
-        y = y_of(value, y_max)
-        out.append(
-            f'<line class="tick" x1="{LEFT - TICK}" y1="{y:.1f}" x2="{LEFT}" y2="{y:.1f}" stroke="black"/>'
-        )
-        out.append(
-            f'<text class="tick-label" x="{LEFT - TICK - 3}" y="{y + 4:.1f}" text-anchor="end" '
-            f'font-size="11">{_label(value, y_integer)}</text>'
-        )
-    mid = TOP + PLOT_H / 2
-    out += [
-        f'<text class="axis-label" x="16" y="{mid}" transform="rotate(-90 16 {mid})" text-anchor="middle" '
-        f'font-size="13">{html.escape(y_label)}</text>',
-        "</g>",
-        '<g class="points">',
-    ]
+        out += y_tick(y_of(value, y_max), _label(value, y_integer))
+    out += [y_text, "</g>", '<g class="points">']
     # Points that land on the same pixel are drawn once, larger, with their count: a plot never hides how
     # many divergences share a position and margin.
     groups: dict[tuple[str, float, float], list[Point]] = {}
@@ -166,32 +175,12 @@ def series_plot(series: list[Series], *, x_label: str, y_label: str) -> str:
     ]
     out.append('<g class="x-axis">')
     for x in xs:
-        out.append(
-            f'<line class="tick" x1="{px(x):.1f}" y1="{bottom}" x2="{px(x):.1f}" y2="{bottom + TICK}" '
-            'stroke="black"/>'
-        )
-        out.append(
-            f'<text class="tick-label" x="{px(x):.1f}" y="{bottom + TICK + 13}" text-anchor="middle" '
-            f'font-size="11">{x}</text>'
-        )
+        out += x_tick(px(x), str(x))
     out += ["</g>", '<g class="y-axis">']
     for value in ticks(top, False):
-        y = y_of(value, top)
-        out.append(
-            f'<line class="tick" x1="{LEFT - TICK}" y1="{y:.1f}" x2="{LEFT}" y2="{y:.1f}" stroke="black"/>'
-        )
-        out.append(
-            f'<text class="tick-label" x="{LEFT - TICK - 3}" y="{y + 4:.1f}" text-anchor="end" '
-            f'font-size="11">{_label(value, False)}</text>'
-        )
+        out += y_tick(y_of(value, top), _label(value, False))
     out.append("</g>")
-    mid = TOP + PLOT_H / 2
-    out += [
-        f'<text class="axis-label" x="{LEFT + PLOT_W / 2}" y="{H - 10}" text-anchor="middle" font-size="13">'
-        f"{html.escape(x_label)}</text>",
-        f'<text class="axis-label" x="16" y="{mid}" transform="rotate(-90 16 {mid})" text-anchor="middle" '
-        f'font-size="13">{html.escape(y_label)}</text>',
-    ]
+    out += axis_labels(x_label, y_label)
     ends: list[tuple[float, Series]] = []
     for s in series:
         points = [(px(x), y_of(v, top), x, v) for x, v in sorted(s.values.items())]

@@ -7,7 +7,7 @@ import html
 
 from bitexact.drift import Check, Drift
 from bitexact.report.fmt import text
-from bitexact.report.svg import LEFT, PLOT_H, PLOT_W, TICK, TOP, H, W, ticks, y_of
+from bitexact.report.svg import LEFT, PLOT_H, PLOT_W, TOP, H, W, axis_labels, ticks, x_tick, y_of, y_tick
 
 VERDICT_COLOURS = {"RECORDED": "#555555", "EQUAL": "#2e8b57", "DIFFERENT": "#c0392b"}
 
@@ -48,32 +48,13 @@ def timeline(drift: Drift) -> str:
     every = max(1, round(count / 20))  # at most about 20 labels
     for check in drift.checks:
         if (check.number - 1) % every == 0 or check.number == count:
-            x = px(check.number)
-            out.append(
-                f'<line class="tick" x1="{x:.1f}" y1="{bottom}" x2="{x:.1f}" y2="{bottom + TICK}" '
-                'stroke="black"/>'
-            )
-            out.append(
-                f'<text class="tick-label" x="{x:.1f}" y="{bottom + TICK + 13}" text-anchor="middle" '
-                f'font-size="11">{check.number}</text>'
-            )
+            out += x_tick(px(check.number), str(check.number))
     out += ["</g>", '<g class="y-axis">']
     for value in ticks(y_max, True):
-        y = y_of(value, y_max)
-        out.append(
-            f'<line class="tick" x1="{LEFT - TICK}" y1="{y:.1f}" x2="{LEFT}" y2="{y:.1f}" stroke="black"/>'
-        )
-        out.append(
-            f'<text class="tick-label" x="{LEFT - TICK - 3}" y="{y + 4:.1f}" text-anchor="end" '
-            f'font-size="11">{int(value)}</text>'
-        )
-    mid = TOP + PLOT_H / 2
+        out += y_tick(y_of(value, y_max), str(int(value)))
     out += [
         "</g>",
-        f'<text class="axis-label" x="{LEFT + PLOT_W / 2}" y="{H - 10}" text-anchor="middle" font-size="13">'
-        "check, in the order run</text>",
-        f'<text class="axis-label" x="16" y="{mid}" transform="rotate(-90 16 {mid})" text-anchor="middle" '
-        'font-size="13">prompts that differ from the golden</text>',
+        *axis_labels("check, in the order run", "prompts that differ from the golden"),
         '<g class="builds">',
     ]
     previous = None
