@@ -418,3 +418,18 @@ def test_pinlock_runs_on_the_server_locks_huggingface_hub(
         assert done.returncode == 0, done.stderr
         assert done.stdout.split() == ["1.32.0"]
         assert json.loads(_written(here).read_text()) == expected(repos)
+
+
+def test_hashing_a_snapshot_shows_each_file_against_its_size(
+    hub_server: HubStandIn, repos: dict[str, HubRepo], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Progress on stderr while a snapshot is read: each file by name, what was read of its size."""
+    snapshot = write_cache(WRITERS[0], hub_server, tmp_path / "hub-cache", REPO)
+    capsys.readouterr()
+    assert _pin(tmp_path / "p", REPO, "--snapshot", str(snapshot)) == 0
+    err = capsys.readouterr().err
+    assert f"hashing and verifying every file of {snapshot}" in err
+    for entry in expected(repos)["files"]:
+        if entry["size"]:
+            line = next(ln for ln in err.splitlines() if f"hashing {entry['path']} " in ln)
+            assert " of " in line and line.rstrip().endswith("/s"), line

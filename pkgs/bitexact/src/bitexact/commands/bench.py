@@ -38,15 +38,20 @@ def add_parser(sub: Any) -> None:
     p = verb_parser(sub, "bench", help="single-stream decode t/s and time to first token")
     p.add_argument("engine", help=ENGINE)
     p.add_argument(
-        "--lengths", help="prompt lengths in tokens (e.g. 640,2200,128k); default the recipe's preset"
+        "--lengths", help="prompt lengths in tokens, e.g. 640,2200,128k (default: the recipe's preset)"
     )
     p.add_argument("--recipe", help="recipe JSON: its reference figures are printed alongside")
-    p.add_argument("--new-tokens", type=count(2), default=256)
+    p.add_argument(
+        "--new-tokens",
+        type=count(2),
+        default=256,
+        help="tokens generated per timed run (decode t/s is over them)",
+    )
     p.add_argument("--warmup", type=count(0), default=1, help="untimed runs before the timed ones")
     p.add_argument("--runs", type=count(1), default=1, help="timed runs per length (the median is reported)")
     p.add_argument("--tokenizer", help="a local tokenizer folder or 'bytes' (prompts become real text)")
     p.add_argument("--vocab-size", type=count(2), help="without a tokenizer: random ids below this")
-    p.add_argument("--seed", type=int, default=0, help="seed of the prompt generator (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the prompt generator")
     p.add_argument(
         "--allow-short",
         action="store_true",

@@ -221,10 +221,10 @@ def add_prompt_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-new-tokens",
         type=count(1),
-        help=f"tokens generated per prompt (default {DEFAULT_MAX_NEW_TOKENS})",
+        help=f"tokens generated per prompt (default: {DEFAULT_MAX_NEW_TOKENS})",
     )
     p.add_argument(
-        "--top-logprobs", type=count(2), help=f"alternatives per position (default {DEFAULT_TOP_LOGPROBS})"
+        "--top-logprobs", type=count(2), help=f"alternatives per position (default: {DEFAULT_TOP_LOGPROBS})"
     )
     p.add_argument(
         "--out", type=Path, default=Path("bitexact-out"), help="results (JSONL, resumable) and reports"

@@ -53,9 +53,7 @@ def add_parser(sub: Any) -> None:
         )
         q.add_argument("--recipe", help="recipe JSON: its name keys the golden (default: $BITEXACT_RECIPE)")
         q.add_argument("--recipe-name", help="key goldens by this name instead of a recipe file's")
-        q.add_argument(
-            "--variant", default="recipe", help="the recipe variant the server runs (default recipe)"
-        )
+        q.add_argument("--variant", default="recipe", help="the recipe variant the server runs")
         q.add_argument(
             "--spec", choices=REQUIREMENTS, help="must the engine speculate? (default: from the variant)"
         )

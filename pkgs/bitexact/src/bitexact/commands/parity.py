@@ -32,8 +32,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("b", help="engine B (the reference, e.g. the no-spec server)")
     p.add_argument("--preset", help="a recipe variant (recipe, forced-reject, inflight-8, ...) or 'long'")
     p.add_argument("--recipe", help="recipe JSON for presets (default: $BITEXACT_RECIPE)")
-    p.add_argument("--spec-a", choices=REQUIREMENTS, help="must A speculate? (default from preset, else any)")
-    p.add_argument("--spec-b", choices=REQUIREMENTS, help="must B speculate? (default from preset, else any)")
+    p.add_argument(
+        "--spec-a", choices=REQUIREMENTS, help="must A speculate? (default: the preset's, else any)"
+    )
+    p.add_argument(
+        "--spec-b", choices=REQUIREMENTS, help="must B speculate? (default: the preset's, else any)"
+    )
     p.add_argument("--inflight-a", type=count(1), help="requests in flight on A (HTTP engines)")
     p.add_argument("--inflight-b", type=count(1), help="requests in flight on B (HTTP engines)")
     p.add_argument("--name", help="file name stem of the reports (default: parity or parity-PRESET)")

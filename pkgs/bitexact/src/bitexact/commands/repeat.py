@@ -26,7 +26,7 @@ from bitexact.report.markdown import repeat_markdown
 def add_parser(sub: Any) -> None:
     p = verb_parser(sub, "repeat", help="run-to-run repeatability: the same requests N times")
     p.add_argument("engine", help=ENGINE)
-    p.add_argument("--repeats", "-n", type=count(2), default=50, help="requests per prompt (default 50)")
+    p.add_argument("--repeats", "-n", type=count(2), default=50, help="requests per prompt")
     p.add_argument(
         "--batch", "-b", type=count(1), default=8, help="requests sent together (batch or in flight)"
     )
