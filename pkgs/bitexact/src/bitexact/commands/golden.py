@@ -376,7 +376,11 @@ def check(args: argparse.Namespace) -> int:
         b={
             "engine": f"golden {golden.path}",
             "variant": golden.record.get("variant"),
-            "identity": golden.record["metadata"],
+            # the build by its label: its components repeat the engine identity shown beside it
+            "identity": {
+                **golden.record["metadata"],
+                "build": (golden.record["metadata"].get("build") or {}).get("label"),
+            },
         },
         settings=settings.to_json(),
         gens_a=gens,
