@@ -77,7 +77,10 @@ def test_diff_by_check_number_and_by_label(card_history, capsys):
     assert [b.name for b in found.builds] == ["B1", "B2"] and found.builds[0].checks == [1, 2]
     assert drift.diff(found, "1", "2")["changes"] == []
     label = found.builds[1].label
-    assert drift.diff(found, "#1", label[:6])["b"] == "B2"
+    assert drift.diff(found, "#1", label)["b"] == "B2"
+    # a prefix of digits only is a label's when no check has that number
+    digits = drift.Build(9, "123456abcdef", {"x": "1"}, 1, "-")
+    assert drift.resolve(drift.Drift("c", found.checks, [*found.builds, digits]), "1234")[0] == "B9"
     with pytest.raises(UsageError, match=r"--diff 'B9' names no build of card 'test-card': give B1..B2"):
         drift.resolve(found, "B9")
 

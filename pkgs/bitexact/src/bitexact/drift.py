@@ -88,20 +88,18 @@ def analyse(card: str, lines: list[dict[str, Any]], recipe: str | None = None) -
 def resolve(drift: Drift, ref: str) -> tuple[str, dict[str, str]]:
     """A build named on the command line: `B2` (a build), `5` or `#5` (the build of check 5), or a
     prefix of a build label. Returns (a name for it, its components)."""
-    if re.fullmatch(r"[Bb]\d+", ref):
-        index = int(ref[1:])
-        if 1 <= index <= len(drift.builds):
-            build = drift.builds[index - 1]
-            return build.name, build.components
-    elif re.fullmatch(r"#?\d+", ref):
+    # A build number (`B2`) or a check number (`5`, `#5`) within the history; anything else a label's
+    # prefix (labels are hex: a prefix may be all digits, or start with b).
+    if re.fullmatch(r"[Bb]\d+", ref) and 1 <= int(ref[1:]) <= len(drift.builds):
+        build = drift.builds[int(ref[1:]) - 1]
+        return build.name, build.components
+    if re.fullmatch(r"#?\d+", ref) and 1 <= int(ref.lstrip("#")) <= len(drift.checks):
         index = int(ref.lstrip("#"))
-        if 1 <= index <= len(drift.checks):
-            check = drift.checks[index - 1]
-            return f"check {index} ({check.build.name})", check.build.components
-    else:
-        matches = [b for b in drift.builds if b.label.startswith(ref.lower())]
-        if len(matches) == 1:
-            return matches[0].name, matches[0].components
+        check = drift.checks[index - 1]
+        return f"check {index} ({check.build.name})", check.build.components
+    matches = [b for b in drift.builds if b.label.startswith(ref.lower().lstrip("#"))]
+    if len(matches) == 1:
+        return matches[0].name, matches[0].components
     labels = ", ".join(b.label for b in drift.builds)
     raise UsageError(
         f"--diff {ref!r} names no build of card {drift.card!r}: give B1..B{len(drift.builds)}, a check "
