@@ -115,12 +115,12 @@ def golden(edit: Callable[[dict], None] | None = None) -> Setup:
         from bitexact.prompts import parse_jsonl
 
         settings = Settings(max_new_tokens=4, top_logprobs=2)
-        canned = CannedSGLang()
         plist = parse_jsonl(PROMPTS.splitlines(), "p.jsonl")
-        gens = [
-            parse_generate_output(p, canned.answer(request_fields(p, settings)), settings, "canned")
-            for p in plist
-        ]
+        with CannedSGLang() as canned:  # its answers as the server would send them, without HTTP
+            gens = [
+                parse_generate_output(p, canned.generate(request_fields(p, settings)), settings, "canned")
+                for p in plist
+            ]
         identity = {"engine": "sglang", "version": "0.5.20", "model_path": "Qwen/Qwen3.8-27B"}
         record = build_record(
             card="h200", recipe="qwen3.8-27b-exact", variant="no-spec", settings=settings.to_json(),

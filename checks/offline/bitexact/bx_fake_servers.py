@@ -303,10 +303,11 @@ class FakeServer:
         }
 
     def model_info(self) -> dict[str, Any]:
+        model = self.server_args()["model_path"]  # SGLang serves it under its path unless told otherwise
         return {
-            "model_path": "tiny",
-            "served_model_name": "tiny",
-            "tokenizer_path": "tiny",
+            "model_path": model,
+            "served_model_name": model,
+            "tokenizer_path": model,
             "is_generation": True,
             "preferred_sampling_params": None,
             "weight_version": "default",
@@ -336,11 +337,13 @@ class FakeServer:
     def generate(self, body: dict[str, Any]) -> dict[str, Any]:
         params = body["sampling_params"]
         k = body.get("top_logprobs_num") or 0
-        toks, chosen, top = self.backend.run(body["input_ids"], params["max_new_tokens"], k)
+        # A text prompt is tokenized by the server (SGLang's tokenizer manager); here, one id per byte.
+        ids = body["input_ids"] if "input_ids" in body else list(body["text"].encode())
+        toks, chosen, top = self.backend.run(ids, params["max_new_tokens"], k)
         meta: dict[str, Any] = {
             "id": f"req-{self.served}",
             "finish_reason": {"type": "length", "length": len(toks)},
-            "prompt_tokens": len(body["input_ids"]),
+            "prompt_tokens": len(ids),
             "weight_version": "default",
             "num_retractions": 0,
         }
