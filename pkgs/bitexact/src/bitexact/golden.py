@@ -14,9 +14,8 @@ from bitexact.files import atomic_write_text, dumps
 from bitexact.generation import Generation
 from bitexact.prompts import Prompt, parse_prompt
 
-SCHEMA = (
-    2  # 2: the record digest covers the whole record (settings, prompts, key, metadata), not the values only
-)
+# 2: the record digest covers the whole record (settings, prompts, key, metadata), not the values only.
+SCHEMA = 2
 KIND = "bitexact-golden"
 RECORD_COMMAND = "nix run .#record-golden"
 

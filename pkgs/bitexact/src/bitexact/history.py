@@ -8,7 +8,6 @@ unreadable line is skipped with a note, never fatal: the history is evidence, no
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from bitexact.errors import UsageError
 from bitexact.files import append_line, dumps, read_text
+from bitexact.results import flatten, run_key
 
 KIND = "bitexact-history"
 SCHEMA = 1
@@ -49,17 +49,6 @@ def read_build_info(path: Path | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()}
 
 
-def _flat(value: Any, prefix: str) -> dict[str, str]:
-    if isinstance(value, dict):
-        out: dict[str, str] = {}
-        for key, inner in sorted(value.items()):
-            out.update(_flat(inner, f"{prefix}.{key}"))
-        return out
-    if value is None or isinstance(value, list):
-        return {}
-    return {prefix: str(value)}
-
-
 def components(
     identity: dict[str, Any],
     build_info: dict[str, str],
@@ -74,9 +63,8 @@ def components(
     found: dict[str, str] = {"bitexact": bitexact_version}
     if build_id:
         found["build_id"] = build_id
-    for key, value in identity.items():
-        if key not in WHERE_FIELDS:
-            found.update(_flat(value, f"engine.{key}"))
+    what = flatten({k: v for k, v in identity.items() if k not in WHERE_FIELDS}, "engine")
+    found.update({k: str(v) for k, v in what.items() if v is not None and not isinstance(v, list)})
     found.update({f"build.{k}": v for k, v in build_info.items()})
     for key in ("driver", "cuda_driver"):
         if gpu.get(key):
@@ -89,7 +77,7 @@ def components(
 
 def build_label(found: dict[str, str]) -> str:
     """A short name for a set of components: equal labels, equal builds (as far as they were described)."""
-    return hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()[:12]
+    return run_key(found)[:12]
 
 
 def first_divergence(comparisons: list[dict[str, Any]]) -> dict[str, Any] | None:

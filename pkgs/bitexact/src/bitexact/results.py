@@ -30,18 +30,19 @@ def run_key(fields: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as one dict of dotted keys (`identity.model_path`); other values as they are."""
     if isinstance(value, dict):
         out: dict[str, Any] = {}
         for key, inner in value.items():
-            out.update(_flat(inner, f"{prefix}.{key}" if prefix else str(key)))
+            out.update(flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
         return out
     return {prefix: value}
 
 
 def key_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What differs between two key field sets, as `field: old -> new` (JSON values)."""
-    a, b = _flat(old), _flat(new)
+    a, b = flatten(old), flatten(new)
     return [
         f"{k}: {json.dumps(a.get(k))} -> {json.dumps(b.get(k))}"
         for k in sorted(set(a) | set(b))

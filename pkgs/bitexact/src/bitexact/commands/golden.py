@@ -25,7 +25,7 @@ from bitexact.commands.parity import write_comparison
 from bitexact.engines.base import Settings
 from bitexact.engines.spec import parse_engine
 from bitexact.errors import GoldenError, UsageError
-from bitexact.golden import build_record, golden_path, load_golden, record_digest, write_record
+from bitexact.golden import build_record, golden_path, load_golden, write_record
 from bitexact.helptext import ENGINE, EXAMPLES, HelpFormatter, verb_parser
 from bitexact.identity import CPU, detect_card, gpu_info, known_card_slugs, model_mismatch
 from bitexact.presets import _side, load_recipe
@@ -113,15 +113,18 @@ def add_parser(sub: Any) -> None:
         q.set_defaults(run=record if name == "record" else check)
 
 
+def checked_slug(slug: str, option: str) -> str:
+    """A card slug as goldens are keyed by it (a directory name: no path in it)."""
+    if not SLUG.fullmatch(slug):
+        raise UsageError(f"{option} {slug!r}: a card slug is lowercase letters, digits, '.', '_' or '-'")
+    return slug
+
+
 def card_of(args: argparse.Namespace) -> str:
     """The card the engine computes on. Never guessed: a server elsewhere runs on a card this machine
     cannot see (SGLang's /server_info names none), and a machine without a GPU cannot name one."""
     if args.card:
-        if not SLUG.fullmatch(args.card):
-            raise UsageError(
-                f"--card {args.card!r}: a card slug is lowercase letters, digits, '.', '_' or '-'"
-            )
-        return args.card
+        return checked_slug(args.card, "--card")
     spec = parse_engine(args.engine)
     if spec.kind == "hf" and spec.params.get("device", "cpu") == "cpu":
         return "cpu"
@@ -195,20 +198,22 @@ def _known_card(args: argparse.Namespace, card: str) -> None:
 
 
 def _components(
-    args: argparse.Namespace, identity: dict[str, Any], build_info: dict[str, str], gpu: dict[str, Any]
+    args: argparse.Namespace, identity: dict[str, Any], build_info: dict[str, str], gpu: dict[str, Any] | None
 ) -> dict[str, str]:
-    """The build behind the values; the host's driver counts only for an engine on this machine."""
-    local = parse_engine(args.engine).local or parse_engine(args.engine).kind == "hf"
-    return history.components(
-        identity, build_info, gpu if local else {}, bitexact_version=__version__, build_id=args.build_id
-    )
+    """The build behind the values; the host's driver counts only for an engine on this machine (NVML is
+    asked here when `gpu` is not already at hand)."""
+    if not parse_engine(args.engine).local:
+        gpu = {}
+    elif gpu is None:
+        gpu = gpu_info()
+    return history.components(identity, build_info, gpu, bitexact_version=__version__, build_id=args.build_id)
 
 
 def _golden_ref(path: Path, rec: dict[str, Any]) -> dict[str, Any]:
     build = rec["metadata"].get("build") or {}
     return {
         "path": str(path),
-        "digest": rec.get("digest") or record_digest(rec),
+        "digest": rec["digest"],  # build_record writes it; load_golden has checked it
         "recorded": rec["metadata"].get("recorded"),
         "build": build.get("label"),
     }
@@ -389,7 +394,7 @@ def check(args: argparse.Namespace) -> int:
     )
     summary["reports"] = write_comparison(args.out, "golden-check", summary)
     verdict = "EQUAL" if summary["differ"] == 0 else "DIFFERENT"
-    found = _components(args, identity, build_info, gpu_info())
+    found = _components(args, identity, build_info, None)
     _append_history(
         args, golden.path, history.entry(
             verdict=verdict, card=card, recipe=name, variant=args.variant, engine=args.engine,

@@ -9,7 +9,7 @@ from typing import Any
 
 from bitexact import drift, history
 from bitexact.commands.common import emit, write_reports
-from bitexact.commands.golden import SLUG, golden_dir_of
+from bitexact.commands.golden import checked_slug, golden_dir_of
 from bitexact.errors import UsageError
 from bitexact.helptext import verb_parser
 from bitexact.report.fmt import text
@@ -44,8 +44,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not SLUG.fullmatch(args.card):
-        raise UsageError(f"card {args.card!r}: a card slug is lowercase letters, digits, '.', '_' or '-'")
+    checked_slug(args.card, "card")
     path = args.history or golden_dir_of(args) / args.card / history.FILE_NAME
     if not path.exists():
         raise UsageError(

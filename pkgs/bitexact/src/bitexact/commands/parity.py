@@ -71,12 +71,13 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     prompts = resolve_prompts(args, [args.a, args.b], long_lengths)
     inflight_a, inflight_b = args.inflight_a or side_a.inflight, args.inflight_b or side_b.inflight
-    same = parse_engine(args.a).canonical == parse_engine(args.b).canonical
+    canonical = parse_engine(args.a).canonical
+    same = canonical == parse_engine(args.b).canonical
     # One server asked two ways (8 requests in flight against 1) is a batching check, and worth running;
     # one server asked the same way twice is a repeat, which parity would call EQUAL as if it proved more.
     if same and inflight_a == inflight_b and not args.allow_same_engine:
         raise UsageError(
-            f"A and B are the same engine ({parse_engine(args.a).canonical}), asked the same way: parity of "
+            f"A and B are the same engine ({canonical}), asked the same way: parity of "
             "an engine with itself proves nothing about the change under test; point B at the reference "
             "server, give --inflight-a/--inflight-b that differ (a batching check), or pass "
             "--allow-same-engine (then it is a repeat check, and the verdict says so)"
