@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from exactlaunch.environment import DEEP_GEMM_VAR
-from exactlaunch.manifest import MANIFEST
+from exactlaunch.manifest import MANIFEST, sha256_file
 from exactlaunch.preflight import MARKER, installed_package_dir, read_applied
 
 SERVER_VAR = "BITEXACT_SERVER_OUT"  # set by the Nix wrapper (pkgs/server): the server's store path
@@ -46,7 +46,7 @@ def tree_digest(root: Path) -> str:
     files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     for path in files:
         h.update(path.relative_to(root).as_posix().encode() + b"\0")
-        h.update(hashlib.sha256(path.read_bytes()).digest())
+        h.update(sha256_file(path).encode())
     return h.hexdigest()
 
 
@@ -77,7 +77,7 @@ def _sglang(sglang: Path | None) -> dict[str, str]:
         found["sglang.patches"] = f"unreadable marker: {error}"
     manifest = sglang.parent / MANIFEST
     if manifest.is_file():
-        found["sglang.patched_files"] = hashlib.sha256(manifest.read_bytes()).hexdigest()
+        found["sglang.patched_files"] = sha256_file(manifest)
     return found
 
 
@@ -105,7 +105,7 @@ def build_info(
 ) -> dict[str, str]:
     found: dict[str, str] = {
         "recipe": recipe_name,
-        "recipe.sha256": hashlib.sha256(recipe_path.read_bytes()).hexdigest(),
+        "recipe.sha256": sha256_file(recipe_path),
         "python": sys.version.split()[0],
     }
     if environ.get(SERVER_VAR):
