@@ -6,6 +6,8 @@ Two steps:
     python checks/e2e/assemble.py fetch --dest DIR
     # on the GPU host (torch, triton, transformers already installed there), from the repository root:
     python checks/e2e/assemble.py build --wheels DIR [DIR2 ...] --work WORK
+    # a further tree beside them: a rebuild of `patched`, or the series less one patch (a changed kernel)
+    python checks/e2e/assemble.py tree --wheels DIR [DIR2 ...] --work WORK --name NAME [--without 0003]
 
 `build` makes under WORK:
 - `patched/`: the sglang 0.5.20 wheel unpacked, our series applied (`patch -p2 --fuzz=0`, name order),
@@ -211,6 +213,35 @@ def apply(patch: Path, root: Path, strip: int) -> None:
         raise SystemExit(f"assemble: {patch.name} does not apply to {root}:\n{done.stdout}{done.stderr}")
 
 
+def patched_tree(wheel_dirs: list[Path], dest: Path, without: list[str]) -> int:
+    """Unpack the wheel into `dest` and apply the series less the patches named in `without` (by their
+    number, e.g. 0003). The whole series gets the preflight's manifest; a tree missing a patch gets none,
+    so the launcher refuses it and the runners start it as they start the stock tree."""
+    if dest.exists():
+        print(f"assemble: {dest} exists; remove it to build it again", file=sys.stderr)
+        return 2
+    series = sorted((REPO / "patches" / "sglang").glob("*.patch"))
+    unknown = [n for n in without if not any(p.name.startswith(f"{n}-") for p in series)]
+    if unknown:
+        names = ", ".join(p.name for p in series)
+        print(
+            f"assemble: --without {', '.join(unknown)}: no such patch in the series ({names})",
+            file=sys.stderr,
+        )
+        return 2
+    kept = [p for p in series if not any(p.name.startswith(f"{n}-") for n in without)]
+    unpack(find_one(wheel_dirs, "sglang-0.5.20-cp312-*.whl"), dest)
+    for patch in kept:
+        apply(patch, dest, 2)
+    if not without:
+        sys.path.insert(0, str(REPO / "pkgs" / "server" / "src"))
+        from exactlaunch import manifest
+
+        manifest.write(dest, series)
+    print(f"assemble: {dest}: {', '.join(p.name for p in kept)}")
+    return 0
+
+
 def missing_modules(work: Path, tree: str) -> list[str]:
     """Import the server's modules under `tree` in a fresh Python; the names that fail, with why."""
     probe = (
@@ -288,9 +319,18 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="assemble the trees on the GPU host (no network)")
     b.add_argument("--wheels", type=Path, nargs="+", required=True)
     b.add_argument("--work", type=Path, required=True)
+    t = sub.add_parser(
+        "tree", help="one more patched tree under WORK (a rebuild, or the series less a patch)"
+    )
+    t.add_argument("--wheels", type=Path, nargs="+", required=True)
+    t.add_argument("--work", type=Path, required=True)
+    t.add_argument("--name", required=True, help="the tree's folder under WORK")
+    t.add_argument("--without", action="append", default=[], help="a patch number to leave out (repeatable)")
     args = parser.parse_args(argv)
     if args.step == "fetch":
         return fetch(args.dest)
+    if args.step == "tree":
+        return patched_tree(args.wheels, args.work / args.name, args.without)
     return build(args.wheels, args.work)
 
 

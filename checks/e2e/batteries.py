@@ -38,6 +38,21 @@ RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
 PORT = 30000
 
 
+def recipe_with_memory(recipe: Path, fraction: float, dest: Path) -> Path:
+    """A copy of the recipe whose `--mem-fraction-static` is `fraction`, for servers that share one card.
+    SGLang 0.5.20 sizes its pools from the memory free when it starts (model_runner's
+    pre_model_load_memory): two servers at the recipe's 0.88 starting together would each claim 88% of the
+    card. The copy keeps the recipe's name, so its goldens and references key as the recipe's do."""
+    data = json.loads(recipe.read_text())
+    argv = data["launch"]["argv"]
+    if "--mem-fraction-static" not in argv:
+        raise SystemExit(f"{recipe}: its argv sets no --mem-fraction-static to replace")
+    argv[argv.index("--mem-fraction-static") + 1] = f"{fraction:g}"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(data, indent=2) + "\n")
+    return dest
+
+
 def log(message: str) -> None:
     print(f"[e2e {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -76,10 +91,12 @@ def launcher(variant: str, extra: list[str], recipe: Path = RECIPE) -> list[str]
 def server_command(
     work: Path, tree: str, variant: str, port: int, recipe: Path = RECIPE
 ) -> tuple[list[str], dict[str, str]]:
-    """(argv, env) of the server: the launcher for the patched tree; its printed argv for the stock one."""
+    """(argv, env) of the server: the launcher for `patched` or any tree with our series' manifest (a
+    rebuild); for any other (`stock`, a tree missing a patch) the argv the launcher prints, run
+    directly, since its preflight rightly refuses such a tree."""
     env = base_env(work, tree, recipe)
     serving = ["--host", "127.0.0.1", "--port", str(port)]
-    if tree != "stock":
+    if tree == "patched" or (work / tree / "sglang" / "srt" / "bitexact_manifest.json").is_file():
         return launcher(variant, serving, recipe), env
     printed = subprocess.run(
         launcher(variant, [*serving, "--print"], recipe), env=env, capture_output=True, text=True, check=True
@@ -174,16 +191,17 @@ def fill(command: list[str], values: dict[str, str]) -> list[str]:
     return out
 
 
-def run_bitexact(command: list[str], work: Path, tree: str, log_path: Path) -> dict[str, Any]:
+def run_bitexact(
+    command: list[str], work: Path, tree: str, log_path: Path, env_extra: dict[str, str] | None = None
+) -> dict[str, Any]:
     """One bitexact command (its argv starts with `bitexact`); exit code, summary (--json) and time."""
     argv = [sys.executable, "-m", "bitexact", *command[1:]]
+    env = {**base_env(work, tree), **(env_extra or {})}
     started = time.monotonic()
     with log_path.open("a") as stderr:
         stderr.write("+ " + " ".join(command) + "\n")
         stderr.flush()
-        done = subprocess.run(
-            argv, cwd=REPO, env=base_env(work, tree), stdout=subprocess.PIPE, stderr=stderr, text=True
-        )
+        done = subprocess.run(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True)
     summary: Any = None
     if "--json" in command:
         try:
@@ -228,11 +246,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated battery names (default: all)")
     parser.add_argument("--long", help="long prompt lengths for the long reference (default: the plan's)")
     parser.add_argument("--start-timeout", type=float, default=600.0)
+    parser.add_argument(
+        "--mem-fraction-static",
+        type=float,
+        help="replace the recipe's --mem-fraction-static (e.g. 0.3 for two or three servers on one card; "
+        "every server of this run, the references' too, gets it)",
+    )
     args = parser.parse_args(argv)
 
     plan = json.loads(PLAN.read_text())
     out = args.out / args.tree
     out.mkdir(parents=True, exist_ok=True)
+    recipe = RECIPE
+    if args.mem_fraction_static is not None:
+        recipe = recipe_with_memory(RECIPE, args.mem_fraction_static, out / "recipe.json")
+        log(f"servers get --mem-fraction-static {args.mem_fraction_static:g} ({recipe})")
     verdicts_path = out / "verdicts.jsonl"
     done = (
         {json.loads(line)["name"] for line in verdicts_path.read_text().splitlines()}
@@ -247,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     refs_needed |= {"long" for b in batteries if b.get("longReference")}
     model_dir = str(REPO / ".e2e" / "models" / "target")
     values = {
-        "RECIPE": str(RECIPE),
+        "RECIPE": str(recipe),
         "MODEL_SNAPSHOT": model_dir,
         "URL": f"sglang+http://127.0.0.1:{args.port}",
     }
@@ -294,7 +322,9 @@ def main(argv: list[str] | None = None) -> int:
                     current.stop()
                 log(f"starting the {variant} server ({args.tree} tree)")
                 try:
-                    current = Server(args.work, args.tree, variant, args.port, out / f"server-{variant}.log")
+                    current = Server(
+                        args.work, args.tree, variant, args.port, out / f"server-{variant}.log", recipe
+                    )
                 except PortTaken as error:
                     log(f"error: {error}")
                     return 2

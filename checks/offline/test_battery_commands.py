@@ -67,8 +67,12 @@ def references(tmp_path_factory: pytest.TempPathFactory, card: dict[str, str]) -
         # This card's golden, as the record-golden app records it (the recipe variant, --golden-dir).
         golden = ["bitexact", "golden", "record", f"sglang+{server.url}", "--recipe", str(RECIPE)]
         golden += ["--variant", "no-spec", "--golden-dir", str(root / "golden"), "--no-history"]
-        done = bitexact(golden, root, card)
-        assert done.returncode == 0, done.stderr[-3000:]
+        for prompts in (
+            [],
+            ["--long", SHORT_LONG, "--tokenizer", "bytes"],
+        ):  # <recipe>.json, <recipe>-long.json
+            done = bitexact([*golden, *prompts, "--out", str(root / f"golden-out{len(prompts)}")], root, card)
+            assert done.returncode == 0, done.stderr[-3000:]
         made["golden_dir"] = root / "golden"
     return made
 
@@ -86,16 +90,22 @@ def test_every_battery_passes_against_a_server_that_answers_alike(
             "REF": str(references[battery["reference"]]) if battery["reference"] else "@REF@",
             "REF_LONG": str(references["long"]),
             "GOLDEN_DIR": str(references["golden_dir"]),
+            "MODEL_SNAPSHOT": "bytes",
         }
         for command in battery["commands"]:
+            command = list(command)
+            if "--long" in command:  # the golden's long prompts, shortened as the references' are
+                command[command.index("--long") + 1] = SHORT_LONG
             done = bitexact(fill(command, values), tmp_path, card)
             assert done.returncode == 0, f"{' '.join(command)}\n{done.stdout[-1500:]}\n{done.stderr[-3000:]}"
             if "--json" in command:
                 summary = json.loads(done.stdout)
                 assert summary.get("differ", 0) == 0 and summary.get("divergent", 0) == 0
     if battery["name"] == "gpu-golden":  # its history line, in the output (the golden dir is read only)
-        (line,) = (tmp_path / "history.jsonl").read_text().splitlines()
-        assert json.loads(line)["verdict"] == "EQUAL" and json.loads(line)["card"] == "h200"
+        lines = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+        assert [line["verdict"] for line in lines] == ["EQUAL", "EQUAL"]
+        assert [line["recipe"] for line in lines] == ["e2e-tiny-hybrid", "e2e-tiny-hybrid-long"]
+        assert {line["card"] for line in lines} == {"h200"}
 
 
 def test_a_capacity_battery_fails_when_answers_move(

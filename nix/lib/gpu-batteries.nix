@@ -231,30 +231,44 @@ rec {
       }
       {
         name = "gpu-golden";
-        what = "the served bits equal this card's golden record (checks/golden/<card>/${recipe.name}.json)";
+        what = "the served bits equal this card's golden records (checks/golden/<card>/${recipe.name}.json and ${recipe.name}-long.json)";
         variant = "recipe";
         reference = null;
-        commands = [
+        commands =
+          let
+            check = out: [
+              "bitexact"
+              "golden"
+              "check"
+              "@URL@"
+              "--recipe"
+              "@RECIPE@"
+              "--variant"
+              "recipe"
+              "--golden-dir"
+              "@GOLDEN_DIR@"
+              # The golden dir is in the store (read only): the check's history line goes to the output,
+              # from where `bitexact history CARD --history result/history.jsonl` reads it.
+              "--history"
+              "@OUT@/history.jsonl"
+              "--out"
+              "@OUT@/${out}"
+              "--json"
+            ];
+          in
           [
-            "bitexact"
-            "golden"
-            "check"
-            "@URL@"
-            "--recipe"
-            "@RECIPE@"
-            "--variant"
-            "recipe"
-            "--golden-dir"
-            "@GOLDEN_DIR@"
-            # The golden dir is in the store (read only): the check's history line goes to the output,
-            # from where `bitexact history CARD --history result/history.jsonl` reads it.
-            "--history"
-            "@OUT@/history.jsonl"
-            "--out"
-            "@OUT@/golden"
-            "--json"
-          ]
-        ];
+            (check "golden")
+            # The long prompts key as `<recipe>-long` (a golden holds one prompt set).
+            (
+              check "golden-long"
+              ++ [
+                "--long"
+                longLengths
+                "--tokenizer"
+                "@MODEL_SNAPSHOT@"
+              ]
+            )
+          ];
       }
     ]
     ++ map capacityBattery capacity;

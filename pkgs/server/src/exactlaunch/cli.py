@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gpuhost.driver import OVERRIDE_VAR, DriverLibs, DriverNotFound, driver_environment, find_driver
 
+from exactlaunch import fleet
 from exactlaunch.buildinfo import build_info
 from exactlaunch.environment import DEEP_GEMM_VAR, RECIPE_VAR, LaunchEnv, build_env
 from exactlaunch.preflight import installed_package_dir, preflight
@@ -76,6 +77,33 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--list-variants", action="store_true", help="list the recipe's variants, exit")
     parser.add_argument(
+        "--replicas",
+        type=_positive,
+        action=_Once,
+        help="start N replicas and SGLang's router (sglang_router) in front of them on --port; replica i "
+        "listens on --port + 1 + i (default: one server, no router)",
+    )
+    parser.add_argument(
+        "--gpus",
+        default="0",
+        action=_Once,
+        help="with --replicas: comma-separated GPU ids the replicas take in turn (--base-gpu-id); replicas "
+        "sharing a GPU divide the recipe's --mem-fraction-static (default: 0)",
+    )
+    parser.add_argument(
+        "--router-policy",
+        default="round_robin",
+        choices=fleet.POLICIES,
+        action=_Once,
+        help="with --replicas: the router's --policy (default: round_robin, so every replica serves)",
+    )
+    parser.add_argument(
+        "--log-dir",
+        type=Path,
+        action=_Once,
+        help="with --replicas: each replica's and the router's output to DIR/<name>.log (default: ours)",
+    )
+    parser.add_argument(
         "--build-info",
         action="store_true",
         help="print the build this launcher serves (recipe, SGLang and its patch series, DeepGEMM, torch, "
@@ -106,6 +134,12 @@ def _extra_problem(parser: argparse.ArgumentParser, argv: list[str], extra: list
             "--host/--port are added); add a variant to the recipe"
         )
     return None
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
+    return int(text)
 
 
 def _port(text: str) -> str:
@@ -175,9 +209,24 @@ def main(args: Sequence[str] | None = None) -> int:
         if options.build_info:
             print(json.dumps(build_info(recipe.name, recipe.path, os.environ), indent=1))
             return 0
-        serving = {"--host": options.host, "--port": options.port}
+        if options.replicas and not options.port:
+            return _fail("--replicas needs --port: the router listens there, replica i on --port + 1 + i")
+        # With replicas the launch's port is each replica's, set by the fleet plan.
+        serving = {"--host": options.host, "--port": None if options.replicas else options.port}
         launch = plan(recipe, options.variant, serving, dict(os.environ), sys.executable)
-    except RecipeError as error:
+        replicas: list[fleet.Process] = []
+        if options.replicas:
+            replicas, router = fleet.fleet_plan(
+                launch.argv,
+                launch.env.decided,
+                sys.executable,
+                options.replicas,
+                [g.strip() for g in options.gpus.split(",") if g.strip()],
+                options.host or "127.0.0.1",
+                int(options.port),
+                options.router_policy,
+            )
+    except (RecipeError, fleet.FleetError) as error:
         return _fail(str(error))
 
     driver: DriverLibs | None = None
@@ -200,6 +249,8 @@ def main(args: Sequence[str] | None = None) -> int:
             # This host's driver (not part of the recipe's env): what the server would get, or why not.
             "driver": {**driver.to_json(), "env": driver_vars} if driver else {"error": driver_problem},
         }
+        if replicas:
+            summary["fleet"] = json.loads(fleet.plan_json(replicas, router))
         print(json.dumps(summary, indent=2))
         return 0
     if launch.exact:
@@ -219,6 +270,8 @@ def main(args: Sequence[str] | None = None) -> int:
         Path(cache).mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
+    if replicas:
+        return fleet.supervise(replicas, router, launch.env.full, options.log_dir)
     os.execvpe(launch.argv[0], launch.argv, launch.env.full)
 
 

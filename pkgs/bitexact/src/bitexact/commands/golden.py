@@ -179,6 +179,9 @@ def _key(args: argparse.Namespace) -> tuple[str, str, str]:
         spec = args.spec or _side(recipe, args.variant).spec
     else:
         raise UsageError("goldens are keyed by recipe: pass --recipe FILE or --recipe-name NAME")
+    if args.long and not args.recipe_name and not args.golden:
+        # A golden holds one prompt set: in a golden dir the long prompts key as `<recipe>-long`.
+        name = f"{name}-long"
     return card_of(args), name, spec
 
 

@@ -1,0 +1,159 @@
+"""Record this card's goldens of the tiny hybrid model and check builds against them (issue 20).
+
+On a GPU host with no network, after assemble.py (and `assemble.py tree` for further trees) and
+tiny_model.py. Steps, each writing as it goes under OUT (a rerun skips the steps whose verdict exists):
+
+- `record`: the patched tree's `recipe` server; its build as the launcher prints it (`--build-info`);
+  then the record-golden app's command (`bitexact golden record URL --recipe R --variant recipe
+  --golden-dir DIR --build-info INFO`), once for the 24 prompts and once with the plan's long prompts
+  (keyed `<recipe>-long`). Each appends a RECORDED line to DIR/<card>/history.jsonl.
+- `check:NAME=TREE[:VARIANT]`: start TREE's VARIANT server (default `recipe`) and run the plan's
+  `gpu-golden` commands, the flake check's own, with @GOLDEN_DIR@ = DIR and the build as
+  BITEXACT_BUILD_INFO / BITEXACT_BUILD_ID give it; each check's history line is appended to
+  DIR/<card>/history.jsonl.
+
+Usage (repository root):
+    python checks/e2e/goldens.py --work WORK --out OUT --golden-dir DIR record check:restart=patched \\
+        check:stock=stock check:flashinfer=patched:backend-flashinfer check:revert-0003=revert-0003
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import batteries  # noqa: E402  (the battery runner's server, environment and bitexact call)
+
+REPO = batteries.REPO
+
+
+def build_info(work: Path, tree: str, recipe: Path, dest: Path) -> Path:
+    """The launcher's account of TREE's build (what a history line diffs builds by)."""
+    done = subprocess.run(
+        [*batteries.launcher("recipe", ["--build-info"], recipe)],
+        cwd=REPO,
+        env=batteries.base_env(work, tree, recipe),
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"--build-info for the {tree} tree failed: {done.stderr[-2000:]}")
+    dest.write_text(done.stdout)
+    return dest
+
+
+def parse_check(text: str) -> tuple[str, str, str]:
+    """`check:NAME=TREE[:VARIANT]` -> (name, tree, variant)."""
+    body = text.removeprefix("check:")
+    name, sep, target = body.partition("=")
+    if not sep or not name or not target:
+        raise SystemExit(f"goldens: step {text!r}: write check:NAME=TREE[:VARIANT], e.g. check:stock=stock")
+    tree, _, variant = target.partition(":")
+    return name, tree, variant or "recipe"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", type=Path, required=True, help="assemble.py's folder (trees, deps)")
+    parser.add_argument("--out", type=Path, required=True, help="reports, logs and verdicts.jsonl")
+    parser.add_argument("--golden-dir", type=Path, required=True, help="where the goldens are written")
+    parser.add_argument("--card", default="h200", help="the card slug the goldens are keyed by")
+    parser.add_argument("--port", type=int, default=batteries.PORT)
+    parser.add_argument("--build-id", default="", help="a name for the build in the history lines")
+    parser.add_argument("--mem-fraction-static", type=float, help="as batteries.py's option")
+    parser.add_argument("--start-timeout", type=float, default=600.0)
+    parser.add_argument("steps", nargs="+", help="record, check:NAME=TREE[:VARIANT]")
+    args = parser.parse_args(argv)
+
+    plan = json.loads(batteries.PLAN.read_text())
+    golden_battery = next(b for b in plan["batteries"] if b["name"] == "gpu-golden")
+    args.out.mkdir(parents=True, exist_ok=True)
+    recipe = batteries.RECIPE
+    if args.mem_fraction_static is not None:
+        recipe = batteries.recipe_with_memory(recipe, args.mem_fraction_static, args.out / "recipe.json")
+    verdicts = args.out / "verdicts.jsonl"
+    done = (
+        {json.loads(line)["name"] for line in verdicts.read_text().splitlines()}
+        if verdicts.exists()
+        else set()
+    )
+    history = args.golden_dir / args.card / "history.jsonl"
+    model = str(REPO / ".e2e" / "models" / "target")
+    url = f"sglang+http://127.0.0.1:{args.port}"
+
+    for step in args.steps:
+        if step == "record":
+            name, tree, variant = "record", "patched", "recipe"
+        elif step.startswith("check:"):
+            name, tree, variant = parse_check(step)
+        else:
+            raise SystemExit(f"goldens: unknown step {step!r} (record, check:NAME=TREE[:VARIANT])")
+        if name in done:
+            batteries.log(f"{name}: verdict already in {verdicts}, skipped")
+            continue
+        step_out = args.out / name
+        step_out.mkdir(parents=True, exist_ok=True)
+        info = build_info(args.work, tree, recipe, step_out / "build-info.json")
+        batteries.log(f"{name}: starting the {tree} tree's {variant} server")
+        server = batteries.Server(args.work, tree, variant, args.port, step_out / "server.log", recipe)
+        results: list[dict[str, Any]] = []
+        try:
+            ready = server.wait_ready(args.start_timeout)
+            batteries.log(f"{name}: ready after {ready:.0f} s")
+            if step == "record":
+                # nix/gpu-checks-build.nix's record-golden: the same command, short then long prompts.
+                base = ["bitexact", "golden", "record", url, "--recipe", str(recipe), "--variant", "recipe"]
+                base += ["--golden-dir", str(args.golden_dir), "--build-info", str(info)]
+                base += ["--build-id", args.build_id] if args.build_id else []
+                commands = [
+                    [*base, "--out", str(step_out / "short")],
+                    [
+                        *base,
+                        "--out",
+                        str(step_out / "long"),
+                        "--long",
+                        plan["longLengths"],
+                        "--tokenizer",
+                        model,
+                    ],
+                ]
+            else:
+                values = {
+                    "URL": url,
+                    "RECIPE": str(recipe),
+                    "GOLDEN_DIR": str(args.golden_dir),
+                    "OUT": str(step_out),
+                    "MODEL_SNAPSHOT": model,
+                }
+                commands = [batteries.fill(c, values) for c in golden_battery["commands"]]
+            for command in commands:
+                env_extra = {"BITEXACT_BUILD_INFO": str(info), "BITEXACT_BUILD_ID": args.build_id or name}
+                results.append(
+                    batteries.run_bitexact(
+                        command, args.work, tree, step_out / "bitexact.log", env_extra=env_extra
+                    )
+                )
+        except RuntimeError as error:
+            results.append({"exit": 2, "error": str(error)})
+        finally:
+            server.stop()
+        for line_file in sorted(step_out.glob("history*.jsonl")):
+            with history.open("a") as f:
+                f.write(line_file.read_text())
+        worst = max(r["exit"] for r in results)
+        entry = {"name": name, "tree": tree, "variant": variant, "exit": worst, "results": results}
+        with verdicts.open("a") as f:
+            f.write(json.dumps(entry) + "\n")
+        batteries.log(f"{name}: exit {worst}")
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""N replicas of the tiny hybrid model behind SGLang's router, on one GPU host with no network (issue 21).
+
+The patched tree's fleet is the launcher's own (`python -m exactlaunch.cli --replicas N --port P`); the
+stock tree's is the plan that `--print` gives, run by `python -m exactlaunch.fleet` (the launcher's
+preflight rightly refuses a stock tree). Through the router:
+
+- `bitexact repeat` (every prompt many times, 8 in flight; round-robin spreads them over the replicas):
+  0 divergent runs is the claim;
+- `bitexact parity ROUTER REPLICA-0` (8 in flight through the router, one at a time on replica 0);
+- `bitexact golden check ROUTER` against a golden (this card's, or a reference), 8 in flight.
+Each replica's log is kept, and the number of batches each one ran is counted from it.
+
+Usage (repository root, after assemble.py and tiny_model.py; sglang_router importable from --router-site):
+    python checks/e2e/router.py --work WORK --tree patched --out OUT --router-site DIR [--golden FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import batteries  # noqa: E402  (environment, recipe copy, bitexact call)
+import ports  # noqa: E402
+
+REPO = batteries.REPO
+BATCH_LINE = re.compile(r"(Prefill|Decode) batch")
+
+
+def wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> float:
+    begun = time.monotonic()
+    while time.monotonic() - begun < timeout_s:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the fleet exited with {proc.returncode} before {url} answered")
+        try:
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                if answer.status == 200:
+                    return time.monotonic() - begun
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(1)
+    raise RuntimeError(f"{url} did not answer within {timeout_s:.0f} s")
+
+
+def fleet_command(args: argparse.Namespace, recipe: Path, env: dict[str, str], out: Path) -> list[str]:
+    """The fleet's argv: the launcher for the patched tree; the printed plan run directly for the stock."""
+    launch = [sys.executable, "-m", "exactlaunch.cli", "--recipe", str(recipe), "--variant", args.variant]
+    launch += ["--replicas", str(args.replicas), "--host", "127.0.0.1", "--port", str(args.port)]
+    if (args.work / args.tree / "sglang" / "srt" / "bitexact_manifest.json").is_file():
+        return [*launch, "--log-dir", str(out / "logs")]
+    printed = subprocess.run([*launch, "--print"], env=env, capture_output=True, text=True, check=True)
+    plan_file = out / "fleet-plan.json"
+    plan_file.write_text(printed.stdout)
+    env.update(json.loads(printed.stdout)["env"])
+    return [sys.executable, "-m", "exactlaunch.fleet", str(plan_file), str(out / "logs")]
+
+
+def batches_per_replica(logs: Path) -> dict[str, int]:
+    return {
+        log.stem: sum(1 for line in log.read_text(errors="replace").splitlines() if BATCH_LINE.search(line))
+        for log in sorted(logs.glob("replica-*.log"))
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--tree", required=True, help="a tree under WORK: patched, stock, ...")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--router-site", type=Path, required=True, help="a folder sglang_router imports from")
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--variant", default="recipe")
+    parser.add_argument("--port", type=int, default=30100, help="the router's; replica i takes port + 1 + i")
+    parser.add_argument(
+        "--mem-fraction-static", type=float, help="the fleet's share of the card (the replicas divide it)"
+    )
+    parser.add_argument("--golden", type=Path, help="a golden to check the router's answers against")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--start-timeout", type=float, default=900.0)
+    args = parser.parse_args(argv)
+
+    out = args.out / args.tree
+    out.mkdir(parents=True, exist_ok=True)
+    recipe = batteries.RECIPE
+    if args.mem_fraction_static is not None:
+        recipe = batteries.recipe_with_memory(recipe, args.mem_fraction_static, out / "recipe.json")
+    taken = [p for p in range(args.port, args.port + args.replicas + 1) if not ports.port_free(p)]
+    if taken:
+        batteries.log(f"error: ports {taken} are taken; stop what holds them or pass another --port")
+        return 2
+    env = batteries.base_env(args.work, args.tree, recipe)
+    env["PYTHONPATH"] = os.pathsep.join([str(args.router_site), env["PYTHONPATH"]])
+    argv_fleet = fleet_command(args, recipe, env, out)
+    batteries.log(f"starting {args.replicas} {args.tree} replicas and the router: {' '.join(argv_fleet)}")
+    log_file = (out / "fleet.log").open("w")
+    proc = subprocess.Popen(
+        argv_fleet, cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    router = f"http://127.0.0.1:{args.port}"
+    url = f"sglang+{router}"
+    results: list[dict[str, Any]] = []
+    try:
+        ready = wait_http(f"{router}/health", proc, args.start_timeout)
+        batteries.log(f"router ready after {ready:.0f} s")
+        replica0 = f"sglang+http://127.0.0.1:{args.port + 1}"
+        commands = [
+            ["bitexact", "repeat", url, "--repeats", str(args.repeats), "--batch", "8"]
+            + ["--out", str(out / "repeat"), "--json"],
+            ["bitexact", "parity", url, replica0, "--inflight-a", "8", "--inflight-b", "1"]
+            + ["--out", str(out / "parity"), "--json"],
+        ]
+        if args.golden:
+            commands.append(
+                ["bitexact", "golden", "check", url, "--recipe", str(recipe), "--variant", args.variant]
+                + ["--golden", str(args.golden), "--no-history", "--inflight", "8"]
+                + ["--out", str(out / "golden"), "--json"]
+            )
+        for command in commands:
+            result = batteries.run_bitexact(command, args.work, args.tree, out / "bitexact.log")
+            batteries.log(f"{command[1]}: exit {result['exit']}")
+            results.append(result)
+    except RuntimeError as error:
+        results.append({"exit": 2, "error": str(error)})
+        batteries.log(f"error: {error}")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        log_file.close()
+    entry = {
+        "tree": args.tree,
+        "replicas": args.replicas,
+        "batches_per_replica": batches_per_replica(out / "logs"),
+        "exit": max(r["exit"] for r in results),
+        "results": results,
+    }
+    (out / "verdict.json").write_text(json.dumps(entry, indent=1) + "\n")
+    batteries.log(f"{args.tree}: exit {entry['exit']}, batches per replica {entry['batches_per_replica']}")
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    sys.exit(main())
