@@ -11,7 +11,10 @@ writes the non-standard literals a server with broken numerics sends); `short` (
 
 from __future__ import annotations
 
+import argparse
+import signal
 import sys
+import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "bitexact"))
@@ -43,12 +46,35 @@ class CannedValues:
 
 
 class CannedSGLang(FakeServer):
-    def __init__(self, behaviour: str = "normal", model_path: str = "Qwen/Qwen3.8-27B") -> None:
+    def __init__(
+        self, behaviour: str = "normal", model_path: str = "Qwen/Qwen3.8-27B", port: int = 0
+    ) -> None:
         if behaviour not in BEHAVIOURS:
             raise ValueError(f"behaviour {behaviour!r}: one of {BEHAVIOURS}")
         spec = behaviour in ("spec", "drift")
-        super().__init__(CannedValues(behaviour), spec=spec, server_args={"model_path": model_path})  # type: ignore[arg-type]
+        super().__init__(
+            CannedValues(behaviour), spec=spec, port=port, server_args={"model_path": model_path}
+        )  # type: ignore[arg-type]
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python canned_sglang.py --port P [--behaviour B]`: one canned server as a process until SIGTERM
+    (the replicas of a fleet behind the real router, in test_fleet.py). Extra arguments, such as the
+    SGLang flags a fleet plan gives its replicas, are accepted and ignored."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--behaviour", default="normal", choices=BEHAVIOURS)
+    args, _ = parser.parse_known_args(argv)
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    with CannedSGLang(args.behaviour, port=args.port):
+        stopped.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

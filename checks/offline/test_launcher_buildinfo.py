@@ -56,6 +56,14 @@ def test_an_edit_anywhere_in_the_tree_changes_its_digest(patched: Path) -> None:
     assert tree_digest(patched) == edited  # caches do not count
 
 
+def test_a_tree_without_its_manifest_does_not_vouch_for_the_series(patched: Path) -> None:
+    """The H200's tree built without 0003 still carried the marker naming all five patches."""
+    (patched.parent / MANIFEST).unlink()
+    info = build_info("r", RECIPE, {}, sglang=patched, with_driver=False)
+    assert info["sglang.patches"].endswith("(named by the marker; no manifest: unverified)")
+    assert "sglang.patched_files" not in info
+
+
 def test_the_stock_tree_says_so(stock: Path) -> None:
     info = build_info("r", RECIPE, {}, sglang=stock, with_driver=False)
     assert info["sglang.patches"] == "none (stock)" and "sglang.patched_files" not in info

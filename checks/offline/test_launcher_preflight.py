@@ -283,7 +283,8 @@ def test_cli_print_shows_the_driver_it_would_use(
         (["--", "--tp-size", "2"], "free arguments are not accepted"),
         (
             ["--tp-size", "2"],
-            "unknown option --tp-size: bitexact-server takes --build-info, --gpus, --host, --list-variants, --log-dir,",
+            "unknown option --tp-size: bitexact-server takes --build-info, --gpus, --host, --list-variants, "
+            "--log-dir,",
         ),
         (["--prt", "30001"], "unknown option --prt: did you mean --port?"),
         (["--port=30001", "--var", "no-spec"], "unknown option --var: did you mean --variant?"),

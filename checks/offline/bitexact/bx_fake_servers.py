@@ -136,7 +136,11 @@ class FakeServer:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
-                if self.path in ("/server_info", "/get_server_info") and server.flavor == "sglang":
+                # SGLang 0.5.20's http_server.py: /health (the process is up) and /health_generate (a
+                # one-token generation ran); what the router and our launchers wait on.
+                if self.path in ("/health", "/health_generate"):
+                    self._send(200, {})
+                elif self.path in ("/server_info", "/get_server_info") and server.flavor == "sglang":
                     self._send(200, server.server_info())
                 elif self.path in ("/model_info", "/get_model_info") and server.flavor == "sglang":
                     self._send(200, server.model_info())

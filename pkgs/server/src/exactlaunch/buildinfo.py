@@ -78,6 +78,11 @@ def _sglang(sglang: Path | None) -> dict[str, str]:
     manifest = sglang.parent / MANIFEST
     if manifest.is_file():
         found["sglang.patched_files"] = sha256_file(manifest)
+    elif marker.is_file():
+        # The marker (patch 0001) names the whole series whatever else was applied: a tree built with a
+        # patch left out still lists it (seen on the H200, the tree without 0003). Only the manifest,
+        # written after the series applied, vouches for it; the tree digest still tells builds apart.
+        found["sglang.patches"] += " (named by the marker; no manifest: unverified)"
     return found
 
 

@@ -60,7 +60,7 @@ def replica_argv(argv: Sequence[str], port: int, gpu: str, sharing: int, fractio
             raise FleetError(
                 f"{sharing} replicas share GPU {gpu}, but the recipe sets no {MEM_FLAG} to divide among them"
             )
-        out = _replace(out, MEM_FLAG, f"{fraction / sharing:.4g}")
+        out = _replace(out, MEM_FLAG, f"{fraction:.4g}")
     return out
 
 
@@ -86,10 +86,14 @@ def fleet_plan(
     procs = []
     for i, gpu in enumerate(assigned):
         replica_port = port + 1 + i
+        # Replicas start one after another; the j-th of k on a GPU sees 1 - j*f/k of it free and takes
+        # the share that leaves each f/k of the card: (f/k) / (1 - j*f/k).
+        j, k = assigned[:i].count(gpu), assigned.count(gpu)
+        share = None if fraction is None else (fraction / k) / (1 - j * fraction / k)
         procs.append(
             Process(
                 name=f"replica-{i}",
-                argv=replica_argv(argv, replica_port, gpu, assigned.count(gpu), fraction),
+                argv=replica_argv(argv, replica_port, gpu, k, share),
                 env=dict(env),
                 url=f"http://{host}:{replica_port}",
             )
@@ -181,9 +185,9 @@ def supervise(
 
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
+        # One at a time: each sizes its pools from the memory free at its start (see fleet_plan).
         for p in replicas:
             start(p)
-        for p in replicas:
             wait_for(p, "/health_generate")
         start(router)
         wait_for(router, "/health")

@@ -97,28 +97,63 @@ class SGLangHttpEngine:
             spec.target, timeout=spec.timeout_s(), retries=spec.int_param("retries", 3), inflight=inflight
         )
 
-    def _info(self, path: str, old: str, required: bool) -> dict[str, Any]:
+    def _info(self, path: str, old: str, required: bool, client: HttpClient | None = None) -> dict[str, Any]:
+        client = client or self.client
         try:
-            info = self.client.get_json(path)
+            info = client.get_json(path)
         except HttpStatusError:  # older servers name it /get_...; a dead one is not retried twice
             try:
-                info = self.client.get_json(old)
+                info = client.get_json(old)
             except HttpStatusError:
                 if required:
                     raise
                 return {}
         if not isinstance(info, dict):
-            raise EngineError(f"{self.client.base}{path}: expected a JSON object")
+            raise EngineError(f"{client.base}{path}: expected a JSON object")
         return info
+
+    def _server(self, client: HttpClient) -> dict[str, Any]:
+        info = self._info("/server_info", "/get_server_info", required=True, client=client)
+        if info.get("router_manager"):
+            raise EngineError(f"{client.base} is a router, not a server: a router behind a router")
+        model = self._info("/model_info", "/get_model_info", required=False, client=client)
+        return {
+            "engine": "sglang",
+            "url": client.base,
+            **{k: info[k] for k in IDENTITY_KEYS if k in info},
+            **server_identity(info, model),
+        }
 
     def identity(self) -> dict[str, Any]:
         info = self._info("/server_info", "/get_server_info", required=True)
-        model = self._info("/model_info", "/get_model_info", required=False)
+        if not info.get("router_manager"):
+            return self._server(self.client)
+        # SGLang's router (sglang_router 0.3.2) answers /get_server_info with its own counts
+        # ({"router_manager": true, "routers_count", "workers_count"}) and lists its workers at /workers.
+        # What computes the answers are the workers: each is asked directly; the first keys the results
+        # and all are listed, so a fleet of mixed builds shows in every report.
+        try:
+            listing = self.client.get_json("/workers")
+        except HttpStatusError as error:
+            raise EngineError(
+                f"{self.client.base} is SGLang's router, but it does not list its workers at /workers "
+                f"({error}): the build behind it cannot be named; check a worker directly"
+            ) from None
+        urls = [
+            w["url"]
+            for w in (listing.get("workers") if isinstance(listing, dict) else None) or []
+            if isinstance(w, dict) and isinstance(w.get("url"), str)
+        ]
+        if not urls:
+            raise EngineError(f"{self.client.base} is SGLang's router with no workers listed at /workers")
+        workers = [self._server(HttpClient(url, timeout=self.client.timeout, retries=1)) for url in urls]
+        keyed = {k: v for k, v in workers[0].items() if k != "url"}
         return {
-            "engine": "sglang",
+            **keyed,
             "url": self.client.base,
-            **{k: info[k] for k in IDENTITY_KEYS if k in info},
-            **server_identity(info, model),
+            "router_workers": [w["url"] for w in workers],
+            "router_worker_builds": sorted({w.get("version") or "?" for w in workers}),
+            "router_worker_server_args_sha256": [w.get("server_args_sha256") for w in workers],
         }
 
     def _one(self, prompt: Prompt, settings: Settings) -> Generation:
