@@ -270,7 +270,11 @@ in
       # "$@": e.g. --force to replace a golden already recorded for this card, --build-id "$(git rev-parse HEAD)".
       bitexact golden record "sglang+http://127.0.0.1:$port" --recipe ${recipeFile} --variant recipe \
         --golden-dir checks/golden --build-info "$info" "$@"
-      echo "record-golden: commit the new golden and its history under checks/golden/" >&2
+      # The long prompts, keyed <recipe>-long (the gpu-golden battery checks both).
+      bitexact golden record "sglang+http://127.0.0.1:$port" --recipe ${recipeFile} --variant recipe \
+        --golden-dir checks/golden --build-info "$info" \
+        --long ${plan.longLengths} --tokenizer ${weights}/${hf.snapshotDir model} "$@"
+      echo "record-golden: commit the new goldens and their history under checks/golden/" >&2
     '';
   };
 }

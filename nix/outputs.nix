@@ -80,6 +80,9 @@ let
     sglang = guard missingForServer "sglang" serverEnv.pythonSet.sglang;
     server-env = guard missingForServer "server-env" serverEnv.venv;
     deep-gemm = serverEnv.pythonSet.sgl-deep-gemm;
+    # SGLang's router (PyPI's sglang-router, in the server env's lock), which `bitexact-server
+    # --replicas N` starts in front of the replicas; also usable alone (`python -m sglang_router.launch_router`).
+    sglang-router = serverEnv.pythonSet.sglang-router;
     lock = pkgs.callPackage ../pkgs/lock { };
     cpu-checks = pkgs.linkFarm "bitexact-cpu-checks" (
       lib.mapAttrsToList (name: path: { inherit name path; }) cpuChecks

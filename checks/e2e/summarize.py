@@ -1,8 +1,10 @@
 """Summarise an end-to-end run (batteries.py's OUT/e2e/<tree>/): one line per battery (verdict, prompts
 equal/differing, token ids differing), the speculation the server reported in the checks' results
 (verify steps, drafts accepted of proposed, mean accept length per prompt, prompts with partial
-acceptance), and the capacity table: which server setting moved answers away from the no-spec
-reference, per tree. Standard library only.
+acceptance), and the capacity tables: which server setting moved answers away from the no-spec
+reference, and away from the same tree's recipe server at the recipe's own settings (speculation on in
+both, so that a tree whose speculation alone moves answers is still measured on capacity), per tree.
+Standard library only.
 
 Usage: python checks/e2e/summarize.py OUT/e2e/patched OUT/e2e/stock
 """
@@ -113,6 +115,60 @@ def capacity_table(trees: list[Path]) -> list[str]:
     return rows
 
 
+VALUES = ("token_ids", "logprobs", "top_logprobs")
+
+
+def _generations(folder: Path) -> dict[str, dict[str, Any]]:
+    """The values per prompt id in a check's results (bitexact's JSONL: a key line, then one per prompt)."""
+    (results,) = sorted(folder.glob("check-*.jsonl"))
+    out = {}
+    for line in results.read_text().splitlines()[1:]:
+        entry = json.loads(line)
+        out[entry["id"]] = {k: entry["generation"][k] for k in VALUES}
+    return out
+
+
+def against_recipe(tree: Path, battery: dict[str, Any]) -> str:
+    """A capacity battery's answers against the gpu-parity-recipe battery's (the long prompts': against
+    gpu-parity-long's), the recipe's settings on the same tree, value by value: JSON floats read back
+    exactly, so equal is bit-equal."""
+    pairs = [(tree / "gpu-parity-recipe" / "recipe", tree / battery["name"] / battery["variant"])]
+    if battery.get("longReference"):
+        pairs.append(
+            (tree / "gpu-parity-long" / "recipe", tree / battery["name"] / f"{battery['variant']}-long")
+        )
+    cells = []
+    for base_dir, run_dir in pairs:
+        try:
+            base, moved_run = _generations(base_dir), _generations(run_dir)
+        except (FileNotFoundError, ValueError):
+            return "not run"
+        if set(base) != set(moved_run):
+            return "prompts differ"
+        moved = [p for p in base if base[p] != moved_run[p]]
+        tokens = sum(1 for p in moved if base[p]["token_ids"] != moved_run[p]["token_ids"])
+        cells.append(
+            f"EQUAL {len(base)}/{len(base)}"
+            if not moved
+            else f"MOVED {len(moved)}/{len(base)}" + (f", token ids in {tokens}" if tokens else "")
+        )
+    return " + long: ".join(cells)
+
+
+def recipe_table(trees: list[Path]) -> list[str]:
+    plan = json.loads(PLAN.read_text())
+    variants = json.loads(RECIPE.read_text())["variants"]
+    rows = [
+        "| setting | value | " + " | ".join(t.name for t in trees) + " |",
+        "|---|---|" + "---|" * len(trees),
+    ]
+    for battery in (b for b in plan["batteries"] if b.get("capacity")):
+        value = variants[battery["variant"]]["set"][battery["capacity"]]
+        cells = [against_recipe(t, battery) for t in trees]
+        rows.append(f"| `{battery['capacity']}` | {value} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__, file=sys.stderr)
@@ -125,6 +181,8 @@ def main(argv: list[str]) -> int:
         print("\n".join(spec_lines(tree)))
     print("== capacity: answers against the no-spec reference, requests in flight")
     print("\n".join(capacity_table([Path(name) for name in argv])))
+    print("== capacity: answers against the same tree's recipe server (speculation on in both)")
+    print("\n".join(recipe_table([Path(name) for name in argv])))
     return 0
 
 

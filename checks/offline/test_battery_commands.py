@@ -125,16 +125,28 @@ def test_the_capacity_table_says_which_settings_moved_answers_per_tree(
     references: dict[str, Path], card: dict[str, str], tmp_path: Path
 ) -> None:
     """Two trees as the e2e runner records them (verdicts.jsonl), from real bitexact runs: one whose
-    server answers alike (EQUAL everywhere), one whose bits moved (MOVED, logprobs only)."""
+    server answers alike (EQUAL everywhere), one whose bits moved under the capacity settings (MOVED,
+    logprobs only), both against the reference and against the tree's recipe server."""
     import summarize
 
     capacity = [b for b in BATTERIES if b.get("capacity")]
+    recipe_runs = [b for b in BATTERIES if b["name"] in ("gpu-parity-recipe", "gpu-parity-long")]
+    for tree in ("patched", "stock"):  # the recipe's settings: answers alike on both trees
+        with CannedSGLang("spec") as server:
+            values = {"URL": f"sglang+{server.url}", "RECIPE": str(RECIPE)}
+            values |= {"REF": str(references["short"]), "REF_LONG": str(references["long"])}
+            for battery in recipe_runs:
+                values["OUT"] = str(tmp_path / tree / battery["name"])
+                values["REF"] = str(references[battery["reference"]])
+                for command in battery["commands"]:
+                    assert bitexact(fill(command, values), tmp_path, card).returncode == 0
     for tree, behaviour in (("patched", "spec"), ("stock", "drift")):
         with CannedSGLang(behaviour) as server:
-            values = {"URL": f"sglang+{server.url}", "RECIPE": str(RECIPE), "OUT": str(tmp_path / tree)}
+            values = {"URL": f"sglang+{server.url}", "RECIPE": str(RECIPE)}
             values |= {"REF": str(references["short"]), "REF_LONG": str(references["long"])}
             lines = []
             for battery in capacity:
+                values["OUT"] = str(tmp_path / tree / battery["name"])  # as batteries.py lays it out
                 results = []
                 for command in battery["commands"]:
                     done = bitexact(fill(command, values), tmp_path, card)
@@ -164,4 +176,13 @@ def test_the_capacity_table_says_which_settings_moved_answers_per_tree(
     )
     chunk = rows[("| `--chunked-prefill-size`", "4096")]
     patched = f"EQUAL {short}/{short} + long: EQUAL {long}/{long}"
+    assert chunk.endswith(f"| {patched} | MOVED {short}/{short} + long: MOVED {long}/{long} |")
+    against = {
+        tuple(r.split(" | ")[:2]): r
+        for r in summarize.recipe_table([tmp_path / "patched", tmp_path / "stock"])
+    }
+    assert against[("| `--max-running-requests`", "32")].endswith(
+        f"| EQUAL {short}/{short} | MOVED {short}/{short} |"
+    )
+    chunk = against[("| `--chunked-prefill-size`", "16384")]
     assert chunk.endswith(f"| {patched} | MOVED {short}/{short} + long: MOVED {long}/{long} |")

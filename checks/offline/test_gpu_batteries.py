@@ -70,9 +70,12 @@ def test_the_batteries_cover_the_recipes_claims() -> None:
     )
     (repeat,) = got["gpu-repeat"]["commands"]
     assert repeat[repeat.index("--repeats") + 1] == "50"  # 24 prompts x 50 = the recipe's 1200 runs
-    (golden,) = got["gpu-golden"]["commands"]
-    assert golden[golden.index("--golden-dir") + 1] == "@GOLDEN_DIR@"
-    assert golden[golden.index("--history") + 1] == "@OUT@/history.jsonl"  # the golden dir is read only
+    golden, golden_long = got["gpu-golden"]["commands"]  # the prompts, then the long prompts (<recipe>-long)
+    for command in (golden, golden_long):
+        assert command[command.index("--golden-dir") + 1] == "@GOLDEN_DIR@"
+        assert command[command.index("--history") + 1] == "@OUT@/history.jsonl"  # the golden dir is read only
+    assert "--long" not in golden
+    assert golden_long[golden_long.index("--tokenizer") + 1] == "@MODEL_SNAPSHOT@"
     for name, battery in got.items():  # checks against a run's own reference keep no history
         for command in battery["commands"]:
             if "--golden" in command:
@@ -182,6 +185,7 @@ def test_every_gpu_check_needs_the_cuda_feature(locked: dict[str, Path]) -> None
     app = gpu_checks(locked, 30000, False, "{ inherit (g.record-golden) name text; }")
     assert app["name"] == "record-golden"
     assert "bitexact golden record" in app["text"] and "--golden-dir checks/golden" in app["text"]
+    assert app["text"].count("bitexact golden record") == 2 and "--long 16k,64k,128k" in app["text"]
 
 
 FAKE_SERVER = """#!{python}

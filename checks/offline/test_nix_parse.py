@@ -148,7 +148,7 @@ def test_output_shape_evaluates_offline_and_pins_check_is_present() -> None:
     assert packages.returncode == 0, packages.stderr
     # The outputs README and docs/nix.md name (checks/offline/test_readme_commands.py checks README's).
     assert {
-        "server", "deep-gemm", "sglang", "server-env", "cpu-checks", "lock", "bitexact",
+        "server", "deep-gemm", "sglang", "sglang-router", "server-env", "cpu-checks", "lock", "bitexact",
         "image", "image-dev", "image-layer-sizes", "weights", "seed-weights",
     } <= set(json.loads(packages.stdout))  # fmt: skip
     apps = flake_eval(f"apps.{SYSTEM}")
