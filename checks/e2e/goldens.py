@@ -63,18 +63,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, required=True, help="assemble.py's folder (trees, deps)")
     parser.add_argument("--out", type=Path, required=True, help="reports, logs and verdicts.jsonl")
     parser.add_argument("--golden-dir", type=Path, required=True, help="where the goldens are written")
+    parser.add_argument(
+        "--recipe", type=Path, default=batteries.RECIPE, help="the recipe (default: the e2e tiny hybrid's)"
+    )
     parser.add_argument("--card", default="h200", help="the card slug the goldens are keyed by")
     parser.add_argument("--port", type=int, default=batteries.PORT)
     parser.add_argument("--build-id", default="", help="a name for the build in the history lines")
     parser.add_argument("--mem-fraction-static", type=float, help="as batteries.py's option")
     parser.add_argument("--start-timeout", type=float, default=600.0)
+    parser.add_argument("--long", help="long prompt lengths (default: the plan's)")
+    parser.add_argument("--tokenizer", help="the long prompts' tokenizer (default: the recipe model's)")
     parser.add_argument("steps", nargs="+", help="record, check:NAME=TREE[:VARIANT]")
     args = parser.parse_args(argv)
 
     plan = json.loads(batteries.PLAN.read_text())
     golden_battery = next(b for b in plan["batteries"] if b["name"] == "gpu-golden")
     args.out.mkdir(parents=True, exist_ok=True)
-    recipe = batteries.RECIPE
+    recipe = args.recipe.resolve()
     if args.mem_fraction_static is not None:
         recipe = batteries.recipe_with_memory(recipe, args.mem_fraction_static, args.out / "recipe.json")
     verdicts = args.out / "verdicts.jsonl"
@@ -84,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         else set()
     )
     history = args.golden_dir / args.card / "history.jsonl"
-    model = str(REPO / ".e2e" / "models" / "target")
+    # The long prompts' tokenizer: the model's own.
+    model = args.tokenizer or str(REPO / json.loads(recipe.read_text())["model"]["path"])
+    lengths = args.long or plan["longLengths"]
     url = f"sglang+http://127.0.0.1:{args.port}"
 
     for step in args.steps:
@@ -118,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                         "--out",
                         str(step_out / "long"),
                         "--long",
-                        plan["longLengths"],
+                        lengths,
                         "--tokenizer",
                         model,
                     ],
@@ -132,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
                     "MODEL_SNAPSHOT": model,
                 }
                 commands = [batteries.fill(c, values) for c in golden_battery["commands"]]
+                for command in commands:
+                    if "--long" in command:
+                        command[command.index("--long") + 1] = lengths
             for command in commands:
                 env_extra = {"BITEXACT_BUILD_INFO": str(info), "BITEXACT_BUILD_ID": args.build_id or name}
                 results.append(

@@ -1,0 +1,93 @@
+"""checks/e2e/goldens.py, the H200's golden recorder and checker, run here with the real bitexact against
+canned servers in SGLang 0.5.20's shapes (canned_sglang.py) started as processes on real ports, on an H200
+as the NVML stand-in describes it (driver_standins.py). Only the server command and the build description
+are stand-ins (no SGLang runs here); the record and check commands are the record-golden app's and the
+gpu-golden battery's, the history lines bitexact's own."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+from driver_standins import H200, install_driver, nvml_env
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "checks" / "e2e"))
+import batteries  # noqa: E402
+import goldens  # noqa: E402
+
+CANNED = REPO / "checks" / "offline" / "canned_sglang.py"
+# The tree name says how its canned server answers: alike, or with one logprob a float32 step away.
+BEHAVIOUR = {"patched": "spec", "drifted": "drift"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def standins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    driver = install_driver(tmp_path / "driver" / "lib")
+    for key, value in {"BITEXACT_DRIVER_LIB": str(driver), **nvml_env(H200)}.items():
+        monkeypatch.setenv(key, value)
+
+    def server_command(
+        work: Path, tree: str, variant: str, port: int, recipe: Path
+    ) -> tuple[list[str], dict[str, str]]:
+        argv = [sys.executable, str(CANNED), "--port", str(port), "--behaviour", BEHAVIOUR[tree]]
+        return argv, batteries.base_env(work, tree, recipe)
+
+    def build_info(work: Path, tree: str, recipe: Path, dest: Path) -> Path:
+        dest.write_text(json.dumps({"sglang.tree": f"digest-of-{tree}", "recipe": "e2e-tiny-hybrid"}))
+        return dest
+
+    monkeypatch.setattr(batteries, "server_command", server_command)
+    monkeypatch.setattr(goldens, "build_info", build_info)
+
+
+def run(tmp_path: Path, *steps: str) -> list[dict]:
+    args = ["--work", str(tmp_path / "work"), "--out", str(tmp_path / "out"), "--golden-dir"]
+    args += [str(tmp_path / "golden"), "--port", str(free_port()), "--build-id", "abc123"]
+    args += ["--long", "64,300", "--tokenizer", "bytes", "--start-timeout", "60", *steps]
+    assert goldens.main(args) == 0
+    return [json.loads(line) for line in (tmp_path / "out" / "verdicts.jsonl").read_text().splitlines()]
+
+
+def test_record_then_checks_write_goldens_verdicts_and_one_history(standins: None, tmp_path: Path) -> None:
+    verdicts = run(tmp_path, "record", "check:restart=patched", "check:moved=drifted")
+    assert [(v["name"], v["exit"]) for v in verdicts] == [("record", 0), ("restart", 0), ("moved", 1)]
+    card = tmp_path / "golden" / "h200"
+    assert {p.name for p in card.iterdir()} == {
+        "e2e-tiny-hybrid.json",
+        "e2e-tiny-hybrid-long.json",
+        "history.jsonl",
+    }
+    history = [json.loads(line) for line in (card / "history.jsonl").read_text().splitlines()]
+    assert [(h["verdict"], h["recipe"]) for h in history] == [
+        ("RECORDED", "e2e-tiny-hybrid"),
+        ("RECORDED", "e2e-tiny-hybrid-long"),
+        ("EQUAL", "e2e-tiny-hybrid"),
+        ("EQUAL", "e2e-tiny-hybrid-long"),
+        ("DIFFERENT", "e2e-tiny-hybrid"),
+        ("DIFFERENT", "e2e-tiny-hybrid-long"),
+    ]
+    # each line carries the build it was told (BITEXACT_BUILD_INFO / BITEXACT_BUILD_ID, as in the flake)
+    trees = [h["build"]["components"]["build.sglang.tree"] for h in history]
+    assert trees == ["digest-of-patched"] * 4 + ["digest-of-drifted"] * 2
+    assert {h["build"]["components"]["build_id"] for h in history} == {"abc123"}
+
+
+def test_a_rerun_skips_the_steps_already_done(standins: None, tmp_path: Path) -> None:
+    run(tmp_path, "record")
+    verdicts = run(tmp_path, "record", "check:restart=patched")
+    assert [v["name"] for v in verdicts] == ["record", "restart"]  # record ran once: no --force needed
+
+
+def test_a_malformed_check_step_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="check:NAME=TREE"):
+        goldens.main(["--work", "w", "--out", str(tmp_path), "--golden-dir", "g", "check:stock"])
