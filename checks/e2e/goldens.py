@@ -48,13 +48,13 @@ def build_info(work: Path, tree: str, recipe: Path, dest: Path) -> Path:
     return dest
 
 
-def parse_check(text: str) -> tuple[str, str, str]:
-    """`check:NAME=TREE[:VARIANT]` -> (name, tree, variant)."""
+def parse_check(text: str) -> tuple[str, str, str] | None:
+    """`check:NAME=TREE[:VARIANT]` -> (name, tree, variant), or None for a malformed step."""
     body = text.removeprefix("check:")
     name, sep, target = body.partition("=")
-    if not sep or not name or not target:
-        raise SystemExit(f"goldens: step {text!r}: write check:NAME=TREE[:VARIANT], e.g. check:stock=stock")
     tree, _, variant = target.partition(":")
+    if not sep or not name or not tree:
+        return None
     return name, tree, variant or "recipe"
 
 
@@ -75,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokenizer", help="the long prompts' tokenizer (default: the recipe model's)")
     parser.add_argument("steps", nargs="+", help="record, check:NAME=TREE[:VARIANT]")
     args = parser.parse_args(argv)
+    for step in args.steps:  # all of them before any server starts
+        if step != "record" and not step.startswith("check:"):
+            parser.error(f"unknown step {step!r}: record, or check:NAME=TREE[:VARIANT]")
+        if step.startswith("check:") and parse_check(step) is None:
+            parser.error(f"step {step!r}: write check:NAME=TREE[:VARIANT], e.g. check:stock=stock")
 
     plan = json.loads(batteries.PLAN.read_text())
     golden_battery = next(b for b in plan["batteries"] if b["name"] == "gpu-golden")
@@ -95,12 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     url = f"sglang+http://127.0.0.1:{args.port}"
 
     for step in args.steps:
-        if step == "record":
-            name, tree, variant = "record", "patched", "recipe"
-        elif step.startswith("check:"):
-            name, tree, variant = parse_check(step)
-        else:
-            raise SystemExit(f"goldens: unknown step {step!r} (record, check:NAME=TREE[:VARIANT])")
+        parsed = parse_check(step)
+        name, tree, variant = (
+            ("record", "patched", "recipe") if step == "record" or parsed is None else parsed
+        )
         if name in done:
             batteries.log(f"{name}: verdict already in {verdicts}, skipped")
             continue

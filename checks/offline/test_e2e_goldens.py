@@ -88,6 +88,11 @@ def test_a_rerun_skips_the_steps_already_done(standins: None, tmp_path: Path) ->
     assert [v["name"] for v in verdicts] == ["record", "restart"]  # record ran once: no --force needed
 
 
-def test_a_malformed_check_step_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match="check:NAME=TREE"):
-        goldens.main(["--work", "w", "--out", str(tmp_path), "--golden-dir", "g", "check:stock"])
+@pytest.mark.parametrize("step", ["check:stock", "check:=patched", "chek:a=b"])
+def test_a_malformed_step_is_refused_before_any_server_starts(
+    step: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        goldens.main(["--work", "w", "--out", str(tmp_path / "o"), "--golden-dir", "g", "record", step])
+    assert stopped.value.code == 2 and "check:NAME=TREE[:VARIANT]" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()  # nothing ran

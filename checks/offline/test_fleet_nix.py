@@ -20,10 +20,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "gpu-checks.md"
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("nix-build") is None or shutil.which("unshare") is None or os.geteuid() != 0,
-    reason="needs Nix, unshare and root (a private /nix); CI has all three",
-)
+pytestmark = [
+    pytest.mark.nix,
+    pytest.mark.skipif(
+        shutil.which("nix-build") is None or shutil.which("unshare") is None or os.geteuid() != 0,
+        reason="needs Nix, unshare and root (a private /nix); CI has all three",
+    ),
+]
 
 PAYLOAD = """{ features ? [ ] }: derivation {
   name = "payload"; system = builtins.currentSystem; builder = "/bin/sh";

@@ -220,8 +220,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args or len(args) > 2:
         print("usage: python -m exactlaunch.fleet PLAN.json [LOG_DIR]", file=sys.stderr)
         return 2
-    printed = json.loads(Path(args[0]).read_text())
-    if "fleet" not in printed:
+    try:
+        printed = json.loads(Path(args[0]).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        print(
+            f"{args[0]}: cannot read the plan ({error}); `bitexact-server --replicas N --print` writes one",
+            file=sys.stderr,
+        )
+        return 2
+    if not isinstance(printed, dict) or "fleet" not in printed:
         print(
             f"{args[0]}: no `fleet` in it: print it with `bitexact-server --replicas N --print`",
             file=sys.stderr,
