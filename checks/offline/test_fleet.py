@@ -160,8 +160,8 @@ def running_fleet(tmp_path: Path) -> Iterator[tuple[str, list[str], subprocess.P
             proc.wait(timeout=60)
 
 
-def bitexact(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bitexact", *args], cwd=cwd, capture_output=True, text=True)
+def bitexact(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bitexact", *args], capture_output=True, text=True)
 
 
 @needs_router
@@ -169,44 +169,22 @@ def test_bitexact_through_the_real_router_names_the_workers_and_finds_one_answer
     running_fleet: tuple[str, list[str], subprocess.Popen[bytes]], tmp_path: Path
 ) -> None:
     router, replicas, _ = running_fleet
+    out = str(tmp_path)
     repeat = bitexact(
-        "repeat",
-        f"sglang+{router}",
-        "--repeats",
-        "4",
-        "--batch",
-        "8",
-        "--limit",
-        "6",
-        "--out",
-        str(tmp_path / "repeat"),
-        "--json",
-        cwd=tmp_path,
+        "repeat", f"sglang+{router}", *f"--repeats 4 --batch 8 --limit 6 --out {out}/r --json".split()
     )
     assert repeat.returncode == 0, repeat.stderr
     assert json.loads(repeat.stdout)["divergent"] == 0
+    both = (f"sglang+{router}", f"sglang+{replicas[0]}")  # 8 in flight through the router, 1 on replica 0
     parity = bitexact(
-        "parity",
-        f"sglang+{router}",
-        f"sglang+{replicas[0]}",
-        "--inflight-a",
-        "8",
-        "--inflight-b",
-        "1",
-        "--limit",
-        "6",
-        "--out",
-        str(tmp_path / "parity"),
-        "--json",
-        cwd=tmp_path,
+        "parity", *both, *f"--inflight-a 8 --inflight-b 1 --limit 6 --out {out}/p --json".split()
     )
     assert parity.returncode == 0, parity.stderr
     summary = json.loads(parity.stdout)
     assert summary["differ"] == 0 and summary["equal"] == 6
     identity = summary["a"]["identity"]
-    assert sorted(identity["router_workers"]) == sorted(
-        replicas
-    )  # the workers' build, not the router's own counts
+    # the workers' build, not the router's own counts
+    assert sorted(identity["router_workers"]) == sorted(replicas)
     assert identity["version"] == "0.5.20" and identity["model_path"] == "Qwen/Qwen3.8-27B"
 
 
