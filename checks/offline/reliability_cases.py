@@ -1450,6 +1450,14 @@ CASES: list[Case] = [
         r"invalid choice: 'fastest'",
     ),
     Case(
+        "ln-fleet-option-alone",
+        "launcher",
+        "a fleet option without --replicas",
+        ("--recipe", str(RECIPE), "--gpus", "0,1", "--port", "30000", "--print"),
+        2,
+        r"--gpus only applies with --replicas N",
+    ),
+    Case(
         "ln-gpus-empty",
         "launcher",
         "--gpus naming no GPU",

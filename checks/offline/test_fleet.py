@@ -66,6 +66,12 @@ def test_replicas_sharing_a_gpu_divide_its_memory_in_start_order() -> None:
     ]
 
 
+def test_a_wildcard_bind_is_reached_on_the_loopback() -> None:
+    replicas, router = fleet.fleet_plan(["python"], {}, "py", 1, ["0"], "0.0.0.0", 30100, "round_robin")
+    assert replicas[0].url == "http://127.0.0.1:30101" and router.url == "http://127.0.0.1:30100"
+    assert router.argv[router.argv.index("--host") + 1] == "0.0.0.0"  # it still listens where asked
+
+
 def test_replicas_on_their_own_gpus_keep_the_recipes_memory() -> None:
     argv = ["python", "--mem-fraction-static", "0.88"]
     replicas, _ = fleet.fleet_plan(argv, {}, "py", 2, ["0", "1"], "127.0.0.1", 30100, "round_robin")
@@ -81,11 +87,13 @@ def test_replicas_on_their_own_gpus_keep_the_recipes_memory() -> None:
         (0, ["0"], "round_robin", "at least one replica"),
         (2, ["0"], "fastest", "--router-policy 'fastest'"),
         (2, [], "round_robin", "names no GPU"),
+        (2, ["0"], "round_robin@65534", "leaves no room for 2 replicas"),
     ],
 )
 def test_bad_fleets_are_refused(replicas: int, gpus: list[str], policy: str, message: str) -> None:
+    policy, _, port = policy.partition("@")
     with pytest.raises(fleet.FleetError, match=message):
-        fleet.fleet_plan(["python"], {}, "py", replicas, gpus, "127.0.0.1", 1, policy)
+        fleet.fleet_plan(["python"], {}, "py", replicas, gpus, "127.0.0.1", int(port or 1), policy)
 
 
 def launcher(*args: str) -> subprocess.CompletedProcess[str]:
@@ -111,6 +119,8 @@ def test_the_launcher_prints_its_fleet_and_refuses_one_without_a_port() -> None:
         assert replica["argv"][1:] == [*expected, "--port", replica["url"].rsplit(":", 1)[1]]
     refused = launcher("--replicas", "2")
     assert refused.returncode == 2 and "--replicas needs --port" in refused.stderr
+    alone = launcher("--gpus", "0,1", "--log-dir", "logs", "--print")
+    assert alone.returncode == 2 and "--gpus, --log-dir only apply with --replicas N" in alone.stderr
 
 
 def get(url: str) -> object:

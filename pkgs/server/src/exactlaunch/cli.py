@@ -209,6 +209,13 @@ def main(args: Sequence[str] | None = None) -> int:
         if options.build_info:
             print(json.dumps(build_info(recipe.name, recipe.path, os.environ), indent=1))
             return 0
+        alone = sorted(
+            f"--{d.replace('_', '-')}"
+            for d in getattr(options, "_given", set()) & {"gpus", "router_policy", "log_dir"}
+        )
+        if alone and not options.replicas:
+            verb = "applies" if len(alone) == 1 else "apply"
+            return _fail(f"{', '.join(alone)} only {verb} with --replicas N (a fleet behind SGLang's router)")
         if options.replicas and not options.port:
             return _fail("--replicas needs --port: the router listens there, replica i on --port + 1 + i")
         # With replicas the launch's port is each replica's, set by the fleet plan.

@@ -1,9 +1,10 @@
 """N replicas of one launch behind SGLang's own router (`sglang_router.launch_router`), and their supervision.
 
 Every replica runs the launch's argv and environment with two changes only: its port, and where several
-share a GPU, `--mem-fraction-static` divided among them (SGLang 0.5.20 sizes its pools from the memory
-free at its start, so k replicas at the recipe's fraction would each claim it of the whole card); a
-replica on its own GPU gets `--base-gpu-id`. Which settings may move numerics is what the capacity
+share a GPU, its share of the recipe's `--mem-fraction-static` (SGLang 0.5.20 sizes its pools from the
+memory free at its start, so k replicas at the recipe's fraction would each claim it of the whole card:
+they start in turn, each with the share that leaves all k the same part); a replica on another GPU than
+0 gets `--base-gpu-id`. Which settings may move numerics is what the capacity
 batteries measure; the router and replica runs (checks/e2e/router.py) show the answers do not move.
 """
 
@@ -81,7 +82,13 @@ def fleet_plan(
         raise FleetError(f"--router-policy {policy!r}: one of {', '.join(POLICIES)}")
     if not gpus:
         raise FleetError("--gpus names no GPU")
+    if port + replicas > 65535:
+        raise FleetError(
+            f"--port {port} leaves no room for {replicas} replicas (ports {port + 1}-{port + replicas})"
+        )
     fraction = float(argv[list(argv).index(MEM_FLAG) + 1]) if MEM_FLAG in argv else None
+    # Where the router and the readiness checks reach the replicas: a wildcard bind is reached locally.
+    reach = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     assigned = [gpus[i % len(gpus)] for i in range(replicas)]
     procs = []
     for i, gpu in enumerate(assigned):
@@ -95,7 +102,7 @@ def fleet_plan(
                 name=f"replica-{i}",
                 argv=replica_argv(argv, replica_port, gpu, k, share),
                 env=dict(env),
-                url=f"http://{host}:{replica_port}",
+                url=f"http://{reach}:{replica_port}",
             )
         )
     router = Process(
@@ -116,7 +123,7 @@ def fleet_plan(
             "--worker-startup-check-interval",
             "1",
         ],
-        url=f"http://{host}:{port}",
+        url=f"http://{reach}:{port}",
     )
     return procs, router
 
