@@ -130,8 +130,8 @@ class SGLangHttpEngine:
             return self._server(self.client)
         # SGLang's router (sglang_router 0.3.2) answers /get_server_info with its own counts
         # ({"router_manager": true, "routers_count", "workers_count"}) and lists its workers at /workers.
-        # What computes the answers are the workers: each is asked directly; the first keys the results
-        # and all are listed, so a fleet of mixed builds shows in every report.
+        # What computes the answers are the workers: each is asked directly; the first by URL keys the
+        # results and all are listed, so a fleet of mixed builds shows in every report.
         try:
             listing = self.client.get_json("/workers")
         except HttpStatusError as error:
@@ -139,11 +139,12 @@ class SGLangHttpEngine:
                 f"{self.client.base} is SGLang's router, but it does not list its workers at /workers "
                 f"({error}): the build behind it cannot be named; check a worker directly"
             ) from None
-        urls = [
+        # Sorted: the router lists its workers in no fixed order, and the identity keys resumable results.
+        urls = sorted(
             w["url"]
             for w in (listing.get("workers") if isinstance(listing, dict) else None) or []
             if isinstance(w, dict) and isinstance(w.get("url"), str)
-        ]
+        )
         if not urls:
             raise EngineError(f"{self.client.base} is SGLang's router with no workers listed at /workers")
         workers = [self._server(HttpClient(url, timeout=self.client.timeout, retries=1)) for url in urls]
