@@ -10,7 +10,7 @@ tiny_model.py. Steps, each writing as it goes under OUT (a rerun skips the steps
 - `check:NAME=TREE[:VARIANT]`: start TREE's VARIANT server (default `recipe`) and run the plan's
   `gpu-golden` commands, the flake check's own, with @GOLDEN_DIR@ = DIR and the build as
   BITEXACT_BUILD_INFO / BITEXACT_BUILD_ID give it; each check's history line is appended to
-  DIR/<card>/history.jsonl.
+  DIR/<the card it names>/history.jsonl.
 
 Usage (repository root):
     python checks/e2e/goldens.py --work WORK --out OUT --golden-dir DIR record check:restart=patched \\
@@ -66,7 +66,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--recipe", type=Path, default=batteries.RECIPE, help="the recipe (default: the e2e tiny hybrid's)"
     )
-    parser.add_argument("--card", default="h200", help="the card slug the goldens are keyed by")
     parser.add_argument("--port", type=int, default=batteries.PORT)
     parser.add_argument("--build-id", default="", help="a name for the build in the history lines")
     parser.add_argument("--mem-fraction-static", type=float, help="as batteries.py's option")
@@ -80,6 +79,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unknown step {step!r}: record, or check:NAME=TREE[:VARIANT]")
         if step.startswith("check:") and parse_check(step) is None:
             parser.error(f"step {step!r}: write check:NAME=TREE[:VARIANT], e.g. check:stock=stock")
+        tree = "patched" if step == "record" else parse_check(step)[1]  # type: ignore[index]
+        if not (args.work / tree / "sglang").is_dir():
+            parser.error(
+                f"step {step!r}: no tree {args.work / tree}: assemble.py build makes patched/ and stock/, "
+                "assemble.py tree --name NAME any other"
+            )
 
     plan = json.loads(batteries.PLAN.read_text())
     golden_battery = next(b for b in plan["batteries"] if b["name"] == "gpu-golden")
@@ -93,7 +98,6 @@ def main(argv: list[str] | None = None) -> int:
         if verdicts.exists()
         else set()
     )
-    history = args.golden_dir / args.card / "history.jsonl"
     # The long prompts' tokenizer: the model's own.
     model = args.tokenizer or str(REPO / json.loads(recipe.read_text())["model"]["path"])
     lengths = args.long or plan["longLengths"]
@@ -156,9 +160,12 @@ def main(argv: list[str] | None = None) -> int:
             results.append({"exit": 2, "error": str(error)})
         finally:
             server.stop()
+        # A check's lines go to the history of the card they name (a recording writes its own there).
         for line_file in sorted(step_out.glob("history*.jsonl")):
-            with history.open("a") as f:
-                f.write(line_file.read_text())
+            for line in line_file.read_text().splitlines():
+                history = args.golden_dir / json.loads(line)["card"] / "history.jsonl"
+                with history.open("a") as f:
+                    f.write(line + "\n")
         worst = max(r["exit"] for r in results)
         entry = {"name": name, "tree": tree, "variant": variant, "exit": worst, "results": results}
         with verdicts.open("a") as f:

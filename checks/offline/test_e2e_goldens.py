@@ -51,6 +51,8 @@ def standins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run(tmp_path: Path, *steps: str) -> list[dict]:
+    for tree in BEHAVIOUR:
+        (tmp_path / "work" / tree / "sglang").mkdir(parents=True, exist_ok=True)
     args = ["--work", str(tmp_path / "work"), "--out", str(tmp_path / "out"), "--golden-dir"]
     args += [str(tmp_path / "golden"), "--port", str(free_port()), "--build-id", "abc123"]
     args += ["--long", "64,300", "--tokenizer", "bytes", "--start-timeout", "60", *steps]
@@ -88,11 +90,22 @@ def test_a_rerun_skips_the_steps_already_done(standins: None, tmp_path: Path) ->
     assert [v["name"] for v in verdicts] == ["record", "restart"]  # record ran once: no --force needed
 
 
-@pytest.mark.parametrize("step", ["check:stock", "check:=patched", "chek:a=b"])
-def test_a_malformed_step_is_refused_before_any_server_starts(
-    step: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("step", "message"),
+    [
+        ("check:stock", "write check:NAME=TREE[:VARIANT]"),
+        ("check:=patched", "write check:NAME=TREE[:VARIANT]"),
+        ("chek:a=b", "unknown step 'chek:a=b'"),
+        ("check:x=no-such-tree", "no-such-tree: assemble.py build makes patched/ and stock/"),
+    ],
+)
+def test_a_bad_step_is_refused_before_any_server_starts(
+    step: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as stopped:
-        goldens.main(["--work", "w", "--out", str(tmp_path / "o"), "--golden-dir", "g", "record", step])
-    assert stopped.value.code == 2 and "check:NAME=TREE[:VARIANT]" in capsys.readouterr().err
+        goldens.main(
+            ["--work", str(tmp_path / "w"), "--out", str(tmp_path / "o"), "--golden-dir", "g", step, "record"]
+        )
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and message in err, err
     assert not (tmp_path / "o").exists()  # nothing ran
