@@ -88,6 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--start-timeout", type=float, default=900.0)
     args = parser.parse_args(argv)
+    if not (args.work / args.tree / "sglang").is_dir():
+        parser.error(f"no tree {args.work / args.tree}: assemble.py build makes patched/ and stock/")
+    if not (args.router_site / "sglang_router").is_dir():
+        parser.error(
+            f"--router-site {args.router_site}: no sglang_router in it; install the wheel there "
+            "(pip install --no-deps --target DIR sglang_router-0.3.2-*.whl)"
+        )
+    if args.golden is not None and not args.golden.is_file():
+        parser.error(f"--golden {args.golden}: no such file")
 
     out = args.out / args.tree
     out.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,7 @@ PROGRAMS = {
     "fleet": ["-m", "exactlaunch.fleet"],
     "e2e-goldens": [str(REPO / "checks" / "e2e" / "goldens.py")],
     "e2e-assemble": [str(REPO / "checks" / "e2e" / "assemble.py")],
+    "e2e-router": [str(REPO / "checks" / "e2e" / "router.py")],
 }
 COMMAND_NAMES = {  # how the docs name each program (the names the flake's apps and the image give them)
     "bitexact": "bitexact",
@@ -38,6 +39,7 @@ COMMAND_NAMES = {  # how the docs name each program (the names the flake's apps 
     "fleet": "python -m exactlaunch.fleet",
     "e2e-goldens": "checks/e2e/goldens.py",
     "e2e-assemble": "checks/e2e/assemble.py",
+    "e2e-router": "checks/e2e/router.py",
 }
 REV = "a" * 40
 OTHER_REV = "b" * 40
@@ -1549,6 +1551,15 @@ CASES: list[Case] = [
         2,
         r"no tree .*revert-0003: assemble.py build makes patched/ and stock/, assemble.py tree --name NAME",
         check=lambda tmp: None if not (tmp / "o").exists() else "a step ran before the plan was refused",
+    ),
+    Case(
+        "e2e-router-no-site",
+        "e2e-router",
+        "a router site without SGLang's router in it",
+        ("--work", "{tmp}/w", "--tree", "patched", "--out", "{tmp}/o", "--router-site", "{tmp}/site"),
+        2,
+        r"--router-site .*site: no sglang_router in it; install the wheel there",
+        write("w/patched/sglang/__init__.py", ""),
     ),
     Case(
         "e2e-tree-unknown-patch",
