@@ -83,6 +83,12 @@ def test_diff_by_check_number_and_by_label(card_history, capsys):
     assert drift.resolve(drift.Drift("c", found.checks, [*found.builds, digits]), "1234")[0] == "B9"
     with pytest.raises(UsageError, match=r"--diff 'B9' names no build of card 'test-card': give B1..B2"):
         drift.resolve(found, "B9")
+    # `B9` past the last build is refused even where a label starts with "b9" (labels are hashes of the
+    # build: the sandboxed run of this suite once drew one)
+    b9 = drift.Build(3, "b9aa00000000", {"x": "1"}, 1, "-")
+    with pytest.raises(UsageError, match=r"--diff 'B9' names no build"):
+        drift.resolve(drift.Drift("test-card", found.checks, [*found.builds, b9]), "B9")
+    assert drift.resolve(drift.Drift("c", found.checks, [*found.builds, b9]), "b9a")[0] == "B3"
 
 
 def test_no_history_and_an_explicit_history(models, prompt_file, tmp_path, capsys):

@@ -89,15 +89,19 @@ def resolve(drift: Drift, ref: str) -> tuple[str, dict[str, str]]:
     """A build named on the command line: `B2` (a build), `5` or `#5` (the build of check 5), or a
     prefix of a build label. Returns (a name for it, its components)."""
     # A build number (`B2`) or a check number (`5`, `#5`) within the history; anything else a label's
-    # prefix (labels are hex: a prefix may be all digits, or start with b).
+    # prefix (labels are lowercase hex: a prefix may be all digits, or start with b). `B` followed by
+    # digits is always a build number: past the last build it is refused, not read as a label "b...".
     if re.fullmatch(r"[Bb]\d+", ref) and 1 <= int(ref[1:]) <= len(drift.builds):
         build = drift.builds[int(ref[1:]) - 1]
         return build.name, build.components
+    if re.fullmatch(r"B\d+", ref):
+        matches = []
+    else:
+        matches = [b for b in drift.builds if b.label.startswith(ref.lower().lstrip("#"))]
     if re.fullmatch(r"#?\d+", ref) and 1 <= int(ref.lstrip("#")) <= len(drift.checks):
         index = int(ref.lstrip("#"))
         check = drift.checks[index - 1]
         return f"check {index} ({check.build.name})", check.build.components
-    matches = [b for b in drift.builds if b.label.startswith(ref.lower().lstrip("#"))]
     if len(matches) == 1:
         return matches[0].name, matches[0].components
     labels = ", ".join(b.label for b in drift.builds)
