@@ -112,10 +112,8 @@ class SGLangHttpEngine:
             raise EngineError(f"{client.base}{path}: expected a JSON object")
         return info
 
-    def _server(self, client: HttpClient) -> dict[str, Any]:
-        info = self._info("/server_info", "/get_server_info", required=True, client=client)
-        if info.get("router_manager"):
-            raise EngineError(f"{client.base} is a router, not a server: a router behind a router")
+    def _server(self, client: HttpClient, info: dict[str, Any]) -> dict[str, Any]:
+        """The identity of the server at `client`, whose /server_info answer is `info`."""
         model = self._info("/model_info", "/get_model_info", required=False, client=client)
         return {
             "engine": "sglang",
@@ -127,7 +125,7 @@ class SGLangHttpEngine:
     def identity(self) -> dict[str, Any]:
         info = self._info("/server_info", "/get_server_info", required=True)
         if not info.get("router_manager"):
-            return self._server(self.client)
+            return self._server(self.client, info)
         # SGLang's router (sglang_router 0.3.2) answers /get_server_info with its own counts
         # ({"router_manager": true, "routers_count", "workers_count"}) and lists its workers at /workers.
         # What computes the answers are the workers: each is asked directly; the first by URL keys the
@@ -147,7 +145,13 @@ class SGLangHttpEngine:
         )
         if not urls:
             raise EngineError(f"{self.client.base} is SGLang's router with no workers listed at /workers")
-        workers = [self._server(HttpClient(url, timeout=self.client.timeout, retries=1)) for url in urls]
+        workers = []
+        for url in urls:
+            client = HttpClient(url, timeout=self.client.timeout, retries=1)
+            worker = self._info("/server_info", "/get_server_info", required=True, client=client)
+            if worker.get("router_manager"):
+                raise EngineError(f"{url} is a router, not a server: a router behind a router")
+            workers.append(self._server(client, worker))
         keyed = {k: v for k, v in workers[0].items() if k != "url"}
         return {
             **keyed,
