@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,24 +96,30 @@ def _moved(entry: dict[str, Any] | None) -> str:
     return " + long: ".join(cells)
 
 
-def capacity_table(trees: list[Path]) -> list[str]:
-    """Markdown: one row per capacity setting, one column per tree (the first check: 24 prompts with
-    requests in flight; after `+ long:`, the long prompts, for the chunk sizes)."""
+def _settings_table(trees: list[Path], cell: Callable[[Path, dict[str, Any]], str]) -> list[str]:
+    """Markdown: one row per capacity battery of the plan (its setting and value), one column per tree
+    with `cell(tree, battery)`."""
     plan = json.loads(PLAN.read_text())
     variants = json.loads(RECIPE.read_text())["variants"]
-    verdicts = {
-        tree.name: {e["name"]: e for e in map(json.loads, (tree / "verdicts.jsonl").read_text().splitlines())}
-        for tree in trees
-    }
     rows = [
         "| setting | value | " + " | ".join(t.name for t in trees) + " |",
         "|---|---|" + "---|" * len(trees),
     ]
     for battery in (b for b in plan["batteries"] if b.get("capacity")):
         value = variants[battery["variant"]]["set"][battery["capacity"]]
-        cells = [_moved(verdicts[t.name].get(battery["name"])) for t in trees]
+        cells = [cell(t, battery) for t in trees]
         rows.append(f"| `{battery['capacity']}` | {value} | " + " | ".join(cells) + " |")
     return rows
+
+
+def capacity_table(trees: list[Path]) -> list[str]:
+    """Against the no-spec reference, from each tree's verdicts (the first check: 24 prompts with
+    requests in flight; after `+ long:`, the long prompts, for the chunk sizes)."""
+    verdicts = {
+        tree.name: {e["name"]: e for e in map(json.loads, (tree / "verdicts.jsonl").read_text().splitlines())}
+        for tree in trees
+    }
+    return _settings_table(trees, lambda tree, battery: _moved(verdicts[tree.name].get(battery["name"])))
 
 
 VALUES = ("token_ids", "logprobs", "top_logprobs")
@@ -156,17 +163,8 @@ def against_recipe(tree: Path, battery: dict[str, Any]) -> str:
 
 
 def recipe_table(trees: list[Path]) -> list[str]:
-    plan = json.loads(PLAN.read_text())
-    variants = json.loads(RECIPE.read_text())["variants"]
-    rows = [
-        "| setting | value | " + " | ".join(t.name for t in trees) + " |",
-        "|---|---|" + "---|" * len(trees),
-    ]
-    for battery in (b for b in plan["batteries"] if b.get("capacity")):
-        value = variants[battery["variant"]]["set"][battery["capacity"]]
-        cells = [against_recipe(t, battery) for t in trees]
-        rows.append(f"| `{battery['capacity']}` | {value} | " + " | ".join(cells) + " |")
-    return rows
+    """Against the same tree's recipe server, value by value (`against_recipe`)."""
+    return _settings_table(trees, against_recipe)
 
 
 def main(argv: list[str]) -> int:
