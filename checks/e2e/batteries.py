@@ -148,13 +148,9 @@ class Server:
                 raise RuntimeError(
                     f"the {self.variant} server exited with {self.proc.returncode}: {self.tail()}"
                 )
-            try:
-                with urllib.request.urlopen(url, timeout=10) as answer:
-                    if answer.status == 200:
-                        self.check_listener()
-                        return time.monotonic() - self.started
-            except (urllib.error.URLError, OSError):
-                pass
+            if answers(url):
+                self.check_listener()
+                return time.monotonic() - self.started
             time.sleep(1)
         raise RuntimeError(f"the {self.variant} server was not ready after {timeout_s:.0f} s: {self.tail()}")
 
@@ -172,14 +168,29 @@ class Server:
         return "\n".join(text[-lines:])
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        stop_group(self.proc, 30)
         self.log_file.close()
+
+
+def answers(url: str) -> bool:
+    """GET `url` answered 200 (a server not up yet, or refusing connections, is False)."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return bool(answer.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """SIGTERM to the process group `proc` leads (started with start_new_session), SIGKILL after
+    `grace_s` seconds."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def fill(command: list[str], values: dict[str, str]) -> list[str]:

@@ -24,8 +24,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +40,8 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> floa
     while time.monotonic() - begun < timeout_s:
         if proc.poll() is not None:
             raise RuntimeError(f"the fleet exited with {proc.returncode} before {url} answered")
-        try:
-            with urllib.request.urlopen(url, timeout=10) as answer:
-                if answer.status == 200:
-                    return time.monotonic() - begun
-        except (urllib.error.URLError, OSError):
-            pass
+        if batteries.answers(url):
+            return time.monotonic() - begun
         time.sleep(1)
     raise RuntimeError(f"{url} did not answer within {timeout_s:.0f} s")
 
@@ -142,13 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append({"exit": 2, "error": str(error)})
         batteries.log(f"error: {error}")
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        batteries.stop_group(proc, 60)  # the launcher stops its replicas and router in that time
         log_file.close()
     entry = {
         "tree": args.tree,
