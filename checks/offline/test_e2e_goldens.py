@@ -7,12 +7,12 @@ gpu-golden battery's, the history lines bitexact's own."""
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 from driver_standins import H200, install_driver, nvml_env
+from net_support import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "checks" / "e2e"))
@@ -22,12 +22,6 @@ import goldens  # noqa: E402
 CANNED = REPO / "checks" / "offline" / "canned_sglang.py"
 # The tree name says how its canned server answers: alike, or with one logprob a float32 step away.
 BEHAVIOUR = {"patched": "spec", "drifted": "drift"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

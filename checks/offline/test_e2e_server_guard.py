@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -15,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from net_support import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "checks" / "e2e"))
@@ -34,12 +34,6 @@ HEALTH_SERVER = textwrap.dedent(
     http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
     """
 )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def wait_listening(port: int, deadline_s: float = 10.0) -> None:

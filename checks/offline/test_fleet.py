@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from exactlaunch import fleet
+from net_support import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 CANNED = REPO / "checks" / "offline" / "canned_sglang.py"
@@ -33,18 +34,6 @@ needs_router = pytest.mark.skipif(
     importlib.util.find_spec("sglang_router") is None,
     reason="sglang-router is not installed (checks/requirements-offline.txt installs it)",
 )
-
-
-def free_ports(count: int) -> list[int]:
-    import socket
-
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def test_replicas_sharing_a_gpu_divide_its_memory_in_start_order() -> None:

@@ -26,6 +26,7 @@ from hfcache_support import (
     shellcheck_as_nixpkgs,
     write_locked,
 )
+from net_support import free_port
 from test_hfcache import DRAFTER_FILES, MODEL_FILES
 
 pytestmark = pytest.mark.nix  # every test evaluates with the real nix-instantiate
@@ -221,12 +222,6 @@ echo "$*" >> "$FAKE_CALLS"
 echo "$BITEXACT_BUILD_INFO" >> "$FAKE_CALLS.build-info"
 exit "${FAKE_BITEXACT_EXIT:-0}"
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 REFERENCE_RUN = "/fake-store/reference-no-spec-run"

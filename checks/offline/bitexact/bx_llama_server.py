@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+from net_support import free_port  # checks/offline (its conftest puts it on the path)
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 # the server and what it links against, from sid (apt-get download fetches exactly these, no resolver)
@@ -124,12 +125,6 @@ def version(tree: Path) -> str:
     if not line:
         raise RuntimeError(f"llama-server --version printed no version: {(out.stdout + out.stderr)[-500:]}")
     return line.removeprefix("version:").strip()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class LlamaServer:
