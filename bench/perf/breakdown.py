@@ -131,6 +131,7 @@ class GpuEvent:
     label: str
     launch: float | None  # CPU timestamp of the launch, when the trace has it
     step: str | None  # enclosing step span's kind, None between steps
+    thread: tuple[Any, Any] | None = None  # (pid, tid) of the launch, when the trace has it
 
 
 def load_events(path: Path) -> list[dict[str, Any]]:
@@ -201,6 +202,7 @@ def gpu_events(events: list[dict[str, Any]]) -> tuple[list[GpuEvent], dict[tuple
                 label=label,
                 launch=launch[2] if launch else None,
                 step=step,
+                thread=(launch[0], launch[1]) if launch else None,
             )
         )
     return out, spans

@@ -19,13 +19,18 @@ Per server, each stage is written as it finishes and skipped on a rerun when its
 1. start (checks/e2e/batteries.py's Server; host settings as there) and wait for /health_generate;
 2. `meta.json`: one /generate's meta_info, checked (speculation at the stated length, or none);
 3. `bench.json` + `bench/`: `bitexact bench` at --lengths (single stream, decode t/s and time to first
-   token; its JSONL resumes per length); `--bench-tag 128k --lengths 131072 --no-profile` adds
-   `bench-128k.json` later without redoing the rest;
+   token; its JSONL resumes per length), then `bench-long.json` + `bench-long/` at --long-lengths with
+   --long-warmup warm-ups (default 131072 tokens, none: the server has prefilled 32768 by then, and with
+   chunked prefill every chunk of a longer prompt has the shapes a 32768 prompt had); `--bench-tag TAG
+   --lengths L` adds `bench-TAG.json` later without redoing the rest;
 4. `breakdown.json` + `profile/`: a streaming request at --profile-prompt tokens, SGLang's /start_profile
    for --profile-steps forward steps (activities CPU and GPU, no stacks, no shapes), then
    bench/perf/breakdown.py on the trace;
+5. `prefill.json` + `prefill/`: /start_profile with shapes recorded, one request of --prefill-prompt
+   tokens (max_new_tokens 1), /stop_profile, then bench/perf/prefill.py on the trace: the prefill's GPU
+   time by component and GEMM by GEMM;
 then the server stops and `run.json` records the timings. `--out` packs the results into the device tool's
-$OUT after every stage (at most 8 files come back: one tarball, one trace and one text per server).
+$OUT after every stage (at most 8 files come back: one tarball with the traces and one text per server).
 
 Usage (repository root, GPU host, after checks/e2e/h200.sh stash/build and bench/perf/h200.sh model):
     python bench/perf/run.py measure --work WORK --results DIR --server exact-spec --out "$OUT"
@@ -39,7 +44,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -58,16 +62,19 @@ sys.path.insert(0, str(REPO / "checks" / "e2e"))
 sys.path.insert(0, str(HERE))
 import batteries  # noqa: E402  (checks/e2e/batteries.py: Server, host env, meta_sample)
 import breakdown  # noqa: E402
+import prefill  # noqa: E402
 import target_estimate  # noqa: E402
 
 RECIPE = REPO / "nix" / "recipes" / "perf-27b-shape.json"
 LENGTHS = "640,2200,32768"
+LONG_LENGTHS = "131072"
+PREFILL_PROMPT = 32768
 NEW_TOKENS = 128
 PROFILE_PROMPT = 2200
 PROFILE_STEPS = 6
 PROFILE_TOKENS = 2048  # the profiled request's budget: it is aborted once the trace is written
 PROFILE_WAIT_S = 120.0  # for the trace after /start_profile, and again after /stop_profile
-MAX_TRACE_BYTES = 16 * 1024 * 1024 - 4096  # the device tool returns files up to 16 MiB
+MAX_FILE_BYTES = 16 * 1024 * 1024 - 4096  # the device tool returns files up to 16 MiB
 OUT_OF_TIME = 3
 
 
@@ -229,9 +236,23 @@ def bench_name(args: argparse.Namespace) -> str:
     return f"bench-{tag}" if tag else "bench"
 
 
+def benches(args: argparse.Namespace) -> list[tuple[str, str, int]]:
+    """(name, lengths, warm-ups) of each bench this call runs: the main one, then the long one."""
+    plan = [(bench_name(args), args.lengths, args.warmup)]
+    if not getattr(args, "bench_tag", "") and getattr(args, "long_lengths", ""):
+        plan.append(("bench-long", args.long_lengths, args.long_warmup))
+    return plan
+
+
 def bench(
-    spec: ServerSpec, args: argparse.Namespace, out: Path, port: int, remaining: float
+    spec: ServerSpec,
+    args: argparse.Namespace,
+    out: Path,
+    port: int,
+    remaining: float,
+    plan: tuple[str, str, int],
 ) -> dict[str, Any]:
+    name, lengths, warmup = plan
     tokenizer = args.tokenizer or str(model_dirs()[0])
     command = [
         sys.executable,
@@ -240,18 +261,18 @@ def bench(
         "bench",
         f"sglang+http://127.0.0.1:{port}",
         "--lengths",
-        args.lengths,
+        lengths,
         "--tokenizer",
         tokenizer,
         "--new-tokens",
         str(args.new_tokens),
         "--warmup",
-        str(args.warmup),
+        str(warmup),
         "--out",
-        str(out / bench_name(args)),
+        str(out / name),
         "--json",
     ]
-    with (out / f"{bench_name(args)}.log").open("a") as stderr:
+    with (out / f"{name}.log").open("a") as stderr:
         stderr.write("+ " + " ".join(command) + "\n")
         stderr.flush()
         try:
@@ -267,7 +288,7 @@ def bench(
         except subprocess.TimeoutExpired:
             raise OutOfTime("bench ran out of this call's time; its finished lengths are kept") from None
     if done.returncode != 0:
-        raise RunError(f"bitexact bench exited {done.returncode}; see {out / bench_name(args)}.log")
+        raise RunError(f"bitexact bench exited {done.returncode}; see {out / name}.log")
     return json.loads(done.stdout)
 
 
@@ -306,6 +327,37 @@ def profile(spec: ServerSpec, args: argparse.Namespace, out: Path, port: int) ->
     return trace
 
 
+def prefill_profile(spec: ServerSpec, args: argparse.Namespace, out: Path, port: int) -> Path:
+    """A trace of one whole prefill of --prefill-prompt tokens, with the ops' input shapes."""
+    folder = (out / "prefill").resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    # Another seed than the decode profile's: a shared first 2200 tokens could be served from the cache.
+    rng = random.Random(20261201)
+    ids = [rng.randrange(3, 3012) for _ in range(args.prefill_prompt)]
+    body = {
+        "output_dir": str(folder),
+        "activities": ["CPU", "GPU"],
+        "with_stack": False,
+        "record_shapes": True,
+        "profile_id": f"{spec.name}-prefill",
+        "profile_prefix": "prefill",
+    }
+    post(port, "/start_profile", body)
+    try:
+        post(
+            port,
+            "/generate",
+            {"input_ids": ids, "sampling_params": {"temperature": 0.0, "max_new_tokens": 1}},
+            timeout=600,
+        )
+    finally:
+        post(port, "/stop_profile", None, timeout=300)
+    trace = _wait_for_trace(folder, PROFILE_WAIT_S)
+    if trace is None:
+        raise RunError(f"the profiler wrote no *.trace.json.gz under {folder}; see the server log")
+    return trace
+
+
 def _wait_for_trace(folder: Path, timeout: float) -> Path | None:
     started, last = time.monotonic(), -1
     while time.monotonic() - started < timeout:
@@ -322,9 +374,10 @@ def _wait_for_trace(folder: Path, timeout: float) -> Path | None:
 def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> None:
     out = args.results / spec.name
     out.mkdir(parents=True, exist_ok=True)
-    need_bench = not (out / f"{bench_name(args)}.json").exists()
+    bench_plan = [b for b in benches(args) if not (out / f"{b[0]}.json").exists()]
     need_profile = not args.no_profile and not (out / "breakdown.json").exists()
-    if not (need_bench or need_profile) and (out / "meta.json").exists():
+    need_prefill = not args.no_profile and args.prefill_prompt > 0 and not (out / "prefill.json").exists()
+    if not (bench_plan or need_profile or need_prefill) and (out / "meta.json").exists():
         log(f"{spec.name}: results exist in {out}, skipped")
         return
     if deadline - time.monotonic() < args.start_timeout + 60:
@@ -352,15 +405,16 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
         if not meta["ok"]:
             raise RunError(f"{spec.name}: {meta['check']}; see {out / 'meta.json'}")
         pack_if(args, [spec.name])
-        if need_bench:
+        for plan in bench_plan:
+            name = plan[0]
             remaining = deadline - time.monotonic() - 30
             if remaining < 90:
-                raise OutOfTime(f"{spec.name}: not enough time left for the bench")
+                raise OutOfTime(f"{spec.name}: not enough time left for {name}")
             began = time.monotonic()
-            summary = bench(spec, args, out, args.port, remaining)
-            (out / f"{bench_name(args)}.json").write_text(json.dumps(summary, indent=1) + "\n")
-            timings[f"{bench_name(args)}_s"] = round(time.monotonic() - began, 1)
-            log(f"{spec.name}: {bench_name(args)} done in {timings[f'{bench_name(args)}_s']} s")
+            summary = bench(spec, args, out, args.port, remaining, plan)
+            (out / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
+            timings[f"{name}_s"] = round(time.monotonic() - began, 1)
+            log(f"{spec.name}: {name} done in {timings[f'{name}_s']} s")
             pack_if(args, [spec.name])
         if need_profile:
             if deadline - time.monotonic() < 90:
@@ -375,6 +429,22 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
             (out / "breakdown.md").write_text(breakdown.markdown(result, f"{spec.name}: {spec.description}"))
             timings["profile_s"] = round(time.monotonic() - began, 1)
             log(f"{spec.name}: breakdown written ({result['cycles']} cycles)")
+            pack_if(args, [spec.name])
+        if need_prefill:
+            if deadline - time.monotonic() < 90:
+                raise OutOfTime(f"{spec.name}: not enough time left to profile a prefill")
+            began = time.monotonic()
+            trace = prefill_profile(spec, args, out, args.port)
+            try:
+                found = prefill.analyse(breakdown.load_events(trace), source=trace.name)
+            except breakdown.TraceError as error:
+                raise RunError(f"{spec.name}: {error}") from None
+            (out / "prefill.json").write_text(json.dumps(found, indent=1) + "\n")
+            (out / "prefill.md").write_text(
+                prefill.markdown(found, f"{spec.name}: prefill of {args.prefill_prompt} tokens")
+            )
+            timings["prefill_profile_s"] = round(time.monotonic() - began, 1)
+            log(f"{spec.name}: prefill breakdown written ({found['us']['total'] / 1000:.1f} ms of kernels)")
     finally:
         server.stop()
         timings["date_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -405,6 +475,8 @@ def pack_if(args: argparse.Namespace, names: list[str] | None = None) -> None:
 
 
 def pack(results: Path, out: Path, names: list[str]) -> list[Path]:
+    """Per server one tarball (its results and both traces) and one text. A tarball over the device tool's
+    16 MiB is written again without the traces, which are then named on stderr as left behind."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name in names:
@@ -413,16 +485,15 @@ def pack(results: Path, out: Path, names: list[str]) -> list[Path]:
             continue
         tarball = out / f"perf-{name}.tar.gz"
         with tarfile.open(tarball, "w:gz") as tar:
-            tar.add(folder, arcname=name, filter=lambda t: None if "/profile/" in f"/{t.name}/" else t)
+            tar.add(folder, arcname=name)
+        if tarball.stat().st_size > MAX_FILE_BYTES:
+            traces = sorted(str(p) for p in folder.glob("*/*.trace.json.gz"))
+            log(f"{tarball} is over the device tool's 16 MiB: packed without {', '.join(traces)}")
+            with tarfile.open(tarball, "w:gz") as tar:
+                tar.add(
+                    folder, arcname=name, filter=lambda t: None if t.name.endswith(".trace.json.gz") else t
+                )
         written.append(tarball)
-        for trace in (
-            sorted((folder / "profile").glob("*.trace.json.gz")) if (folder / "profile").is_dir() else []
-        ):
-            if trace.stat().st_size > MAX_TRACE_BYTES:
-                log(f"{trace} is {trace.stat().st_size} bytes, over the device tool's 16 MiB: not packed")
-                continue
-            shutil.copyfile(trace, out / f"{name}.trace.json.gz")
-            written.append(out / f"{name}.trace.json.gz")
         text = out / f"perf-{name}.txt"
         text.write_text(server_text(folder))
         written.append(text)
@@ -443,8 +514,9 @@ def server_text(folder: Path) -> str:
                 for r in rows
             )
         )
-    if (folder / "breakdown.md").exists():
-        parts.append("== breakdown\n" + (folder / "breakdown.md").read_text())
+    for name in ("breakdown.md", "prefill.md"):
+        if (folder / name).exists():
+            parts.append(f"== {name}\n" + (folder / name).read_text())
     return "\n\n".join(parts) + "\n"
 
 
@@ -499,6 +571,51 @@ def consistency(
     return lines
 
 
+PAIRS = (("exact-spec", "stock-spec"), ("exact-no-spec", "stock-no-spec"))
+
+
+def ratio_lines(benches: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Exact over stock at each length, for each pair measured: decode t/s and time to first token."""
+    pairs = [(e, s) for e, s in PAIRS if benches.get(e) and benches.get(s)]
+    if not pairs:
+        return []
+    lines = [
+        "",
+        "Exact over stock, side by side in this run (decode t/s ratio: higher is better for exact; TTFT "
+        "ratio: lower is better):",
+        "",
+        "| prompt tokens | " + " | ".join(f"{e}/{s} t/s | {e}/{s} TTFT" for e, s in pairs) + " |",
+        "|---:|" + "---:|---:|" * len(pairs),
+    ]
+    lengths = sorted({r["prompt_tokens"] for e, s in pairs for r in benches[e] + benches[s]})
+    for length in lengths:
+        cells = []
+        for e, s in pairs:
+            a = next((r for r in benches[e] if r["prompt_tokens"] == length), None)
+            b = next((r for r in benches[s] if r["prompt_tokens"] == length), None)
+            cells += [_ratio(a, b, "decode_tps"), _ratio(a, b, "ttft_s")]
+        lines.append(f"| {length} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _ratio(a: dict[str, Any] | None, b: dict[str, Any] | None, key: str) -> str:
+    return f"{a[key] / b[key]:.2f}" if a and b and b[key] else "-"
+
+
+def prefill_lines(prefills: dict[str, Any]) -> list[str]:
+    """Each server's profiled prefill, then exact against stock GEMM by GEMM for each pair measured."""
+    found = {n: p for n, p in prefills.items() if p}
+    if not found:
+        return []
+    lines = ["## One prefill, GEMM by GEMM", ""]
+    for n, p in found.items():
+        lines.append(prefill.markdown(p, f"{n}: {SERVERS[n].description}"))
+    for e, s in PAIRS:
+        if e in found and s in found:
+            lines += [f"### {e} against {s}", "", prefill.compare(found[e], found[s], (e, s))]
+    return lines
+
+
 def summarize(results: Path) -> str:
     servers = {name: results / name for name in SERVERS if (results / name).is_dir()}
     if not servers:
@@ -526,6 +643,7 @@ def summarize(results: Path) -> str:
         meta = metas[n]
         if meta:
             lines.append(f"- {n} ({SERVERS[n].description}): {meta_line(meta)}.")
+    lines += ratio_lines(benches)
     lines += consistency(benches, breakdowns)
     lines += ["", "## Where the GPU time goes, per cycle", ""]
     for n in names:
@@ -538,6 +656,7 @@ def summarize(results: Path) -> str:
                 f"Tokens per cycle: {tokens:g} ({why}); GPU kernel time per output token "
                 f"{per_token:.1f} us.\n"
             )
+    lines += prefill_lines({name: _load(folder, "prefill.json") for name, folder in servers.items()})
     exact, stock = breakdowns.get("exact-spec"), breakdowns.get("stock-spec")
     if exact and stock:
         e_us = {c: exact["per_cycle_us"][c] for c in target_estimate.COMPONENTS}
@@ -560,12 +679,24 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument(
         "--bench-tag", default="", help="a further bench of other --lengths: bench-TAG.json beside bench.json"
     )
+    m.add_argument(
+        "--long-lengths",
+        default=LONG_LENGTHS,
+        help=f"a second bench in the same start, bench-long.json (default {LONG_LENGTHS}; '' for none)",
+    )
+    m.add_argument("--long-warmup", type=int, default=0, help="warm-ups per long length (default 0)")
     m.add_argument("--new-tokens", type=int, default=NEW_TOKENS)
     m.add_argument("--warmup", type=int, default=1)
     m.add_argument("--tokenizer", help="bench prompts' tokenizer (default: the 27B-shaped target's folder)")
     m.add_argument("--profile-prompt", type=int, default=PROFILE_PROMPT, help="profiled context, tokens")
     m.add_argument("--profile-steps", type=int, default=PROFILE_STEPS, help="forward steps profiled")
-    m.add_argument("--no-profile", action="store_true")
+    m.add_argument(
+        "--prefill-prompt",
+        type=int,
+        default=PREFILL_PROMPT,
+        help=f"tokens of the profiled prefill (default {PREFILL_PROMPT}; 0 for none)",
+    )
+    m.add_argument("--no-profile", action="store_true", help="neither the decode nor the prefill profile")
     m.add_argument("--port", type=int, default=batteries.PORT)
     m.add_argument("--start-timeout", type=float, default=420.0)
     m.add_argument("--deadline-s", type=float, default=560.0, help="this call's time budget")

@@ -53,6 +53,23 @@ def recipe_with_memory(recipe: Path, fraction: float, dest: Path) -> Path:
     return dest
 
 
+DETERMINISTIC_FLAG = "--enable-deterministic-inference"
+
+
+def recipe_without_determinism(recipe: Path, dest: Path) -> Path:
+    """A copy of the recipe without `--enable-deterministic-inference`: stock SGLang as its users run it,
+    for the capacity table's non-deterministic row (issue 20). The copy keeps the recipe's name, and the
+    checks read the same copy, so what they compare against says what the server ran."""
+    data = json.loads(recipe.read_text())
+    argv = data["launch"]["argv"]
+    if DETERMINISTIC_FLAG not in argv:
+        raise SystemExit(f"{recipe}: its argv has no {DETERMINISTIC_FLAG} to drop")
+    argv.remove(DETERMINISTIC_FLAG)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(data, indent=2) + "\n")
+    return dest
+
+
 def log(message: str) -> None:
     print(f"[e2e {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -263,15 +280,24 @@ def main(argv: list[str] | None = None) -> int:
         help="replace the recipe's --mem-fraction-static (e.g. 0.3 for two or three servers on one card; "
         "every server of this run, the references' too, gets it)",
     )
+    parser.add_argument(
+        "--no-deterministic",
+        action="store_true",
+        help=f"drop {DETERMINISTIC_FLAG} from every server of this run (results under OUT/<tree>-"
+        "nondeterministic); the launcher then starts even the patched tree without its exact preflight",
+    )
     args = parser.parse_args(argv)
 
     plan = json.loads(PLAN.read_text())
-    out = args.out / args.tree
+    out = args.out / (f"{args.tree}-nondeterministic" if args.no_deterministic else args.tree)
     out.mkdir(parents=True, exist_ok=True)
     recipe = RECIPE
     if args.mem_fraction_static is not None:
         recipe = recipe_with_memory(RECIPE, args.mem_fraction_static, out / "recipe.json")
         log(f"servers get --mem-fraction-static {args.mem_fraction_static:g} ({recipe})")
+    if args.no_deterministic:
+        recipe = recipe_without_determinism(recipe, out / "recipe.json")
+        log(f"servers run without {DETERMINISTIC_FLAG} ({recipe})")
     verdicts_path = out / "verdicts.jsonl"
     done = (
         {json.loads(line)["name"] for line in verdicts_path.read_text().splitlines()}

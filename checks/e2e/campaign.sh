@@ -2,21 +2,27 @@
 # One device session's end-to-end work (issues 18, 20, 21), run in the background so that it spans several
 # device calls while the machine is held; each call collects what is done so far. Repository root, after
 # `h200.sh stash` / `build` / `model`. docs/e2e.md has the procedure and the reasons.
-#   bash checks/e2e/campaign.sh start BUILD_ID   copy the tree, start the phases (setsid), return
-#   bash checks/e2e/campaign.sh collect          $OUT/campaign.tar.gz (results so far) and a status
-#   bash checks/e2e/campaign.sh wait SECONDS     wait until done or SECONDS passed, then collect
-# Phases: A alone, at the recipe's memory: record the goldens, check an unchanged restart. B, four streams
-# side by side at --mem-fraction-static 0.2 each (SGLang sizes its pools from the memory free at its
-# start, so the recipe's 0.88 fits one server only): the batteries on the patched and the stock trees, the
-# golden checks of other builds (the same tree at 0.2 as the control, stock, flashinfer attention, the
-# series without 0003), and two replicas behind SGLang's router for each tree.
+#   bash checks/e2e/campaign.sh start BUILD_ID [PLAN]   copy the tree, start PLAN's phases (setsid), return
+#   bash checks/e2e/campaign.sh collect                 $OUT/campaign.tar.gz (results so far) and a status
+#   bash checks/e2e/campaign.sh wait SECONDS            wait until done or SECONDS passed, then collect
+# PLAN e2e (the default): A alone, at the recipe's memory: record the goldens, check an unchanged restart.
+# B, four streams side by side at --mem-fraction-static 0.2 each (SGLang sizes its pools from the memory
+# free at its start, so the recipe's 0.88 fits one server only): the batteries on the patched and the stock
+# trees, the golden checks of other builds (the same tree at 0.2 as the control, stock, flashinfer
+# attention, the series without 0003), and two replicas behind SGLang's router for each tree.
+# PLAN perf (after `bench/perf/h200.sh model` too): P alone on the card, since it times: the four servers
+# of the 27B-shaped model (bench/perf/run.py measure, one server at a time; a server whose prefill
+# profile fails is measured again without it). G, two streams side by side: the 27B-shaped model's golden
+# (record, then an unchanged restart checked; long prompts 16k only) at --mem-fraction-static 0.6, and the
+# stock tree without --enable-deterministic-inference through the parity, repeat and capacity batteries at
+# 0.1 (results under e2e/stock-nondeterministic).
 set -uo pipefail
 work=${E2E_WORK:-/tmp/bitexact-e2e}
 camp=${CAMPAIGN_DIR:-/tmp/bitexact-campaign}
 py=${PYTHON:-python3}
 step=${1:?step: start, collect or wait}
 
-phases() {
+phases_e2e() {
   local res=$camp/res repo=$camp/repo
   cd "$repo" || exit 2
   mkdir -p "$res"
@@ -46,19 +52,56 @@ phases() {
   touch "$camp/done"
 }
 
+phases_perf() {
+  local res=$camp/res repo=$camp/repo
+  cd "$repo" || exit 2
+  mkdir -p "$res"
+  echo "phase P $(date -u +%T)"
+  for server in exact-spec stock-spec exact-no-spec stock-no-spec; do
+    local m=(bench/perf/run.py measure --work "$work" --results "$res/perf" --server "$server"
+      --start-timeout 600 --deadline-s 100000)
+    "$py" "${m[@]}" >> "$res/stream-perf.log" 2>&1 \
+      || "$py" "${m[@]}" --prefill-prompt 0 >> "$res/stream-perf.log" 2>&1
+    echo "$server exit $? $(date -u +%T)"
+  done
+  echo "phase G $(date -u +%T)"
+  local golden=$res/golden
+  mkdir -p "$golden" && cp checks/golden/README.md "$golden/"
+  "$py" checks/e2e/goldens.py --work "$work" --golden-dir "$golden" --build-id "$BUILD_ID" \
+    --recipe nix/recipes/perf-27b-shape.json --long 16k --port 30010 --mem-fraction-static 0.6 \
+    --out "$res/goldens-27b" record check:restart=patched > "$res/stream-golden-27b.log" 2>&1 &
+  local only=gpu-parity-recipe,gpu-repeat
+  only+=,gpu-capacity-max-running-1,gpu-capacity-max-seqs-32,gpu-capacity-chunked-prefill-4096
+  only+=,gpu-capacity-chunked-prefill-16384,gpu-capacity-cuda-graph-decode-bs-1
+  only+=,gpu-capacity-cuda-graph-decode-bs-32
+  "$py" checks/e2e/batteries.py --work "$work" --tree stock --no-deterministic --only "$only" \
+    --out "$res/e2e" --port 30020 --mem-fraction-static 0.1 > "$res/stream-nondeterministic.log" 2>&1 &
+  wait
+  echo "done $(date -u +%T)"
+  touch "$camp/done"
+}
+
 case "$step" in
   start)
     BUILD_ID=${2:?start BUILD_ID}
+    plan=${3:-e2e}
+    case "$plan" in e2e | perf) ;; *) echo "campaign.sh: unknown plan $plan (e2e or perf)" >&2; exit 2 ;; esac
     export BUILD_ID
     rm -rf "$camp" && mkdir -p "$camp/repo"
     # A copy: later calls replace the working tree under the running phases.
     tar --exclude=./.gpu --exclude=./.git -cf - . | tar -xf - -C "$camp/repo"
-    setsid bash -c "$(declare -f phases); work=$work camp=$camp py=$py BUILD_ID=$BUILD_ID phases" \
+    setsid bash -c "$(declare -f "phases_$plan"); work=$work camp=$camp py=$py BUILD_ID=$BUILD_ID phases_$plan" \
       > "$camp/campaign.log" 2>&1 < /dev/null &
     echo "campaign started (log $camp/campaign.log)" ;;
   collect)
     mkdir -p "${OUT:?}"
-    tar --exclude='*.trace.json*' -czf "$OUT/campaign.tar.gz" -C "$camp" res campaign.log 2>/dev/null
+    # The perf plan's traces are a few MiB and come back; the e2e plan has none. Results' large JSONL stay.
+    tar --exclude='*/repeat/*.jsonl' -czf "$OUT/campaign.tar.gz" -C "$camp" res campaign.log 2>/dev/null
+    if [ "$(stat -c %s "$OUT/campaign.tar.gz")" -gt 16000000 ]; then  # the device tool returns 16 MiB a file
+      echo "campaign.tar.gz over 16 MB: packed again without traces" >&2
+      tar --exclude='*/repeat/*.jsonl' --exclude='*.trace.json.gz' -czf "$OUT/campaign.tar.gz" \
+        -C "$camp" res campaign.log 2>/dev/null
+    fi
     ls -la "$OUT/campaign.tar.gz"
     cat "$camp/campaign.log"
     for f in "$camp"/res/stream-*.log; do echo "== $f"; tail -n 4 "$f"; done

@@ -186,3 +186,66 @@ def per_cycle(iteration: list[tuple[str | None, list[tuple[str, float]]]]) -> di
         for name, dur in kernels:
             out[name] = out.get(name, 0.0) + dur
     return out
+
+
+# One prefill chunk of a two-weight toy layer: (N, K) of each weight, and the GPU time its GEMM takes per
+# output column (so that the two weights' totals differ and can be told apart).
+PREFILL_WEIGHTS = ((48, 32), (32, 48))
+PREFILL_OTHER = (("_fwd_kernel", 100.0), ("chunk_fwd_kernel_o", 50.0))
+
+
+def prefill_cpu_trace(path: Path, chunks: int, tokens: int = 64) -> dict[str, Any]:
+    """`chunks` extend steps of a toy layer, recorded with the CPU profiler and `record_shapes` (what
+    run.py asks SGLang for): F.linear with a bias (aten::linear > aten::addmm) and without one
+    (aten::linear > aten::matmul > aten::mm), so both innermost GEMM ops occur."""
+    (n1, k1), (n2, k2) = PREFILL_WEIGHTS
+    w1, b1, w2 = torch.ones(n1, k1), torch.ones(n1), torch.ones(n2, k2)
+    x = torch.ones(tokens, k1)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for _ in range(chunks):
+            with record_function(f"step[EXTEND bs=1 toks={tokens}]"):
+                h = torch.nn.functional.linear(x, w1, b1).clamp(max=1.0)
+                x = torch.nn.functional.linear(h, w2)
+    prof.export_chrome_trace(str(path))
+    return json.loads(path.read_text())
+
+
+def add_prefill_gpu(trace: dict[str, Any], gemm_kernel: str, us_per_column: float) -> dict[str, Any]:
+    """One eager launch in the middle of every innermost aten::addmm / aten::mm op (its GEMM kernel, taking
+    N x us_per_column), and the attention and GDN kernels of PREFILL_OTHER launched at each step's start."""
+    events = trace["traceEvents"]
+    gemms = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") in ("aten::addmm", "aten::mm")]
+    steps = [
+        e for e in events if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("step[")
+    ]
+    launches: list[tuple[dict[str, Any], str, float]] = []
+    for op in gemms:
+        n = op["args"]["Input Dims"][2 if op["name"] == "aten::addmm" else 1][1]
+        launches.append((op, gemm_kernel, n * us_per_column))
+    for span in steps:
+        for name, dur in PREFILL_OTHER:
+            launches.append((span, name, dur))
+    corr, gpu_clock, added = 5000, min(e["ts"] for e in steps), []
+    for where, name, dur in sorted(launches, key=lambda item: item[0]["ts"]):
+        corr += 1
+        at = where["ts"] + (where["dur"] / 2 if where.get("cat") == "cpu_op" else 0.01)
+        cat, api, cbid = (
+            _launcher(name) if not name.startswith("nvjet") else ("cuda_runtime", "cudaLaunchKernel", 211)
+        )
+        added.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": api,
+                "pid": where["pid"],
+                "tid": where["tid"],
+                "ts": at,
+                "dur": 0.01,
+                "args": {"cbid": cbid, "correlation": corr},
+            }
+        )
+        gpu_clock = max(gpu_clock, at + 5.0)
+        added.append(_kernel(name, gpu_clock, dur, corr, graph=None, node=0))
+        gpu_clock += dur + 0.5
+    events.extend(added)
+    return trace

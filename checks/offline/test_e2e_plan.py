@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,23 @@ def test_the_e2e_recipe_changes_only_the_model_paths() -> None:
     assert e2e["launch"]["env"] == recipe["launch"]["env"]
     assert e2e["variants"] == recipe["variants"]
     assert e2e["engine"] == recipe["engine"] and e2e["deepGemm"] == recipe["deepGemm"]
+
+
+def test_the_nondeterministic_copy_drops_only_the_flag(tmp_path: Path) -> None:
+    """batteries.py --no-deterministic (issue 20's stock row): the recipe copy, through the launcher's real
+    `--print`, gives the stock tree's server every argument of the recipe but the deterministic flag, for
+    every capacity variant too; the memory copy and this one compose."""
+    sys.path.insert(0, str(REPO / "checks" / "e2e"))
+    import batteries
+
+    sized = batteries.recipe_with_memory(batteries.RECIPE, 0.1, tmp_path / "recipe.json")
+    copy = batteries.recipe_without_determinism(sized, tmp_path / "recipe.json")
+    for variant in ("no-spec", "recipe", "max-running-1", "chunked-prefill-4096", "cuda-graph-decode-bs-1"):
+        plain, _ = batteries.server_command(tmp_path, "stock", variant, 30005, batteries.RECIPE)
+        dropped, env = batteries.server_command(tmp_path, "stock", variant, 30005, copy)
+        want = [a for a in plain if a != batteries.DETERMINISTIC_FLAG]
+        want[want.index("--mem-fraction-static") + 1] = "0.1"
+        assert batteries.DETERMINISTIC_FLAG in plain and dropped == want, variant
+        assert env["BITEXACT_RECIPE"] == str(copy)
+    with pytest.raises(SystemExit, match="no --enable-deterministic-inference to drop"):
+        batteries.recipe_without_determinism(copy, tmp_path / "again.json")

@@ -124,6 +124,9 @@ class StandIn:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length)) if length else None
                 stand_in.calls.append((self.path, body))
+                if self.path == "/generate" and not body.get("stream"):
+                    # a whole request at once (the prefill profile): one token, as SGLang answers
+                    return self._text(json.dumps({"text": "", "output_ids": [7], "meta_info": {}}))
                 if self.path == "/generate":
                     return self._stream(body)
                 if self.path == "/start_profile":
@@ -237,6 +240,29 @@ def test_profile_stops_the_profiler_when_the_request_ends_first(
     assert "/stop_profile" in [path for path, _ in stand_in.calls] and trace.exists()
 
 
+def test_prefill_profile_records_one_whole_request_with_shapes(tmp_path: Path) -> None:
+    trace = perf_traces.add_prefill_gpu(
+        perf_traces.prefill_cpu_trace(tmp_path / "p.json", 2), "_exact_gemm_kernel", 1.0
+    )
+    stand_in = StandIn(trace)
+    try:
+        out = tmp_path / "results" / "exact-no-spec"
+        found = run.prefill_profile(
+            run.SERVERS["exact-no-spec"], _args(tmp_path, prefill_prompt=500), out, stand_in.port
+        )
+    finally:
+        stand_in.close()
+    assert found.parent == (out / "prefill").resolve()
+    assert [path for path, _ in stand_in.calls] == ["/start_profile", "/generate", "/stop_profile"]
+    start = dict(stand_in.calls)["/start_profile"]
+    assert start["record_shapes"] is True and "num_steps" not in start  # the whole request, stopped by us
+    assert start["activities"] == ["CPU", "GPU"] and start["profile_prefix"] == "prefill"
+    generate = dict(stand_in.calls)["/generate"]
+    assert len(generate["input_ids"]) == 500 and generate["sampling_params"]["max_new_tokens"] == 1
+    assert not generate.get("stream")
+    assert run.prefill.analyse(run.breakdown.load_events(found))["steps"] == {"EXTEND": 2}
+
+
 def _results(tmp_path: Path, spec_trace: dict[str, Any]) -> Path:
     from breakdown import analyse
 
@@ -253,11 +279,26 @@ def _results(tmp_path: Path, spec_trace: dict[str, Any]) -> Path:
     ]
     kinds = [k for k, _ in perf_traces.SPEC_ITERATION if k]
     stock_trace = perf_traces.add_gpu(perf_traces.cpu_trace(tmp_path / "c2.json", 4, kinds), stock_iteration)
+    prefills = {
+        "exact-spec": perf_traces.add_prefill_gpu(
+            perf_traces.prefill_cpu_trace(tmp_path / "p1.json", 2), "_exact_gemm_kernel", 2.2
+        ),
+        "stock-spec": perf_traces.add_prefill_gpu(
+            perf_traces.prefill_cpu_trace(tmp_path / "p2.json", 2), "nvjet_tst_128x24_64x11_2x1_v_bz_TNT", 2.0
+        ),
+    }
     for name, trace in (("exact-spec", spec_trace), ("stock-spec", stock_trace)):
         folder = results / name
         (folder / "profile").mkdir(parents=True)
         with gzip.open(folder / "profile" / f"perf-{name}-TP-0.trace.json.gz", "wt") as f:
             json.dump(trace, f)
+        (folder / "prefill").mkdir()
+        with gzip.open(folder / "prefill" / f"prefill-{name}-prefill-TP-0.trace.json.gz", "wt") as f:
+            json.dump(prefills[name], f)
+        found = run.prefill.analyse(prefills[name]["traceEvents"], source=name)
+        (folder / "prefill.json").write_text(json.dumps(found))
+        long = {"prompt_tokens": 131072, "new_tokens": 128, "runs": 1, "ttft_s": 9.0, "decode_tps": 20.0}
+        (folder / "bench-long.json").write_text(json.dumps({"verb": "bench", "rows": [long]}))
         (folder / "breakdown.json").write_text(json.dumps(analyse(trace["traceEvents"], source=name)))
         rows = [
             {"prompt_tokens": n, "new_tokens": 128, "runs": 1, "ttft_s": 0.1 * i, "decode_tps": 50.0 - i}
@@ -283,7 +324,9 @@ def test_bench_runs_bitexact_against_an_sglang_shaped_server(tmp_path: Path) -> 
     out = tmp_path / "results" / "stock-spec"
     out.mkdir(parents=True)
     with FakeServer(Backend(model)) as server:
-        summary = run.bench(run.SERVERS["stock-spec"], args, out, server.port, remaining=120)
+        summary = run.bench(
+            run.SERVERS["stock-spec"], args, out, server.port, remaining=120, plan=("bench", "40,60", 0)
+        )
     assert [r["prompt_tokens"] for r in summary["rows"]] == [40, 60]
     assert all(r["new_tokens"] == 4 and r["decode_tps"] > 0 for r in summary["rows"])
     assert list((out / "bench").glob("bench-*.jsonl"))  # bitexact's resumable timings
@@ -294,24 +337,28 @@ def test_pack_stays_within_the_device_tools_limits(tmp_path: Path, spec_trace: d
     out = tmp_path / "OUT"
     written = run.pack(results, out, list(run.SERVERS))
     assert sorted(p.name for p in written) == [
-        "exact-spec.trace.json.gz",
         "perf-exact-spec.tar.gz",
         "perf-exact-spec.txt",
         "perf-stock-spec.tar.gz",
         "perf-stock-spec.txt",
-        "stock-spec.trace.json.gz",
     ]
-    assert all(p.parent == out for p in written) and len(written) <= 8
+    assert all(p.parent == out for p in written) and len(written) <= 8  # four servers: 8 files
     with tarfile.open(out / "perf-exact-spec.tar.gz") as tar:
         names = tar.getnames()
-    assert "exact-spec/bench.json" in names and not [n for n in names if "profile" in n]
-    assert "accept length 5.00 over 26 verify steps" in (out / "perf-exact-spec.txt").read_text()
-    limit = run.MAX_TRACE_BYTES
+    assert "exact-spec/bench.json" in names and "exact-spec/prefill.json" in names
+    assert "exact-spec/profile/perf-exact-spec-TP-0.trace.json.gz" in names
+    assert "exact-spec/prefill/prefill-exact-spec-prefill-TP-0.trace.json.gz" in names
+    text = (out / "perf-exact-spec.txt").read_text()
+    assert "accept length 5.00 over 26 verify steps" in text and "131072 tokens: 20.00 t/s" in text
+    limit = run.MAX_FILE_BYTES
     try:
-        run.MAX_TRACE_BYTES = 10  # a trace over the limit is left behind, not sent
-        assert not [p for p in run.pack(results, tmp_path / "OUT2", ["exact-spec"]) if "trace" in p.name]
+        run.MAX_FILE_BYTES = 10  # over the limit: packed again without the traces
+        run.pack(results, tmp_path / "OUT2", ["exact-spec"])
+        with tarfile.open(tmp_path / "OUT2" / "perf-exact-spec.tar.gz") as tar:
+            names = tar.getnames()
+        assert "exact-spec/prefill.json" in names and not [n for n in names if n.endswith(".trace.json.gz")]
     finally:
-        run.MAX_TRACE_BYTES = limit
+        run.MAX_FILE_BYTES = limit
 
 
 def test_summarize_builds_the_tables_and_the_labelled_estimate(
@@ -321,9 +368,14 @@ def test_summarize_builds_the_tables_and_the_labelled_estimate(
     long = {
         "rows": [{"prompt_tokens": 131072, "new_tokens": 128, "runs": 1, "ttft_s": 9.0, "decode_tps": 20.0}]
     }
+    (results / "stock-spec" / "bench-long.json").unlink()
+    (results / "exact-spec" / "bench-long.json").unlink()
     (results / "exact-spec" / "bench-128k.json").write_text(json.dumps(long))
     text = run.summarize(results)
     assert "| 131072 | 20.0 | 9.00 | - | - |" in text
+    assert "| 2200 | 1.00 | 1.00 |" in text and "| 131072 | - | - |" in text  # the ratio table
+    assert "### exact-spec against stock-spec" in text
+    assert "| N=48 K=32 | 0.2 | 0.2 | 1.10 |" in text and "| **gemm** | 0.4 | 0.3 | 1.10 |" in text
     assert "| 640 | 50.0 | 0.00 | 50.0 | 0.00 |" in text
     assert "| 32768 | 48.0 | 0.20 | 48.0 | 0.20 |" in text
     assert "Tokens per cycle: 5 (simulated accept length)" in text
@@ -351,6 +403,9 @@ def test_measure_skips_finished_servers_and_stops_before_running_out_of_time(
     monkeypatch.setattr(run.batteries, "Server", lambda *a, **k: started.append(a[2]))
     argv = ["measure", "--work", str(tmp_path), "--results", str(results), "--server", "exact-spec"]
     assert run.main(argv) == 0 and started == []  # finished: not started again
+    (results / "exact-spec" / "prefill.json").unlink()
+    assert run.main([*argv, "--deadline-s", "100"]) == run.OUT_OF_TIME  # the prefill profile is owed
+    assert run.main([*argv, "--prefill-prompt", "0"]) == 0 and started == []
     tagged = [*argv, "--bench-tag", "128k", "--lengths", "131072", "--no-profile", "--deadline-s", "100"]
     assert run.main(tagged) == run.OUT_OF_TIME  # a further bench is new work (and here too little time)
     argv[-1] = "exact-no-spec"
