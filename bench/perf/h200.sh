@@ -4,7 +4,8 @@
 # calls while the machine is held); each call packs what it finished into $OUT.
 #   bash bench/perf/h200.sh model [--layers N]       write the 27B-shaped configs to .e2e/perf-27b
 #   bash bench/perf/h200.sh measure SERVER [run.py measure options]
-#        SERVER: exact-spec, stock-spec or exact-no-spec (run.py measure --server; repeat it for several)
+#        SERVER: exact-spec, stock-spec, exact-no-spec or stock-no-spec (run.py measure --server)
+# `bash checks/e2e/campaign.sh start ID perf` runs all four in the background, across calls.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 work=${E2E_WORK:-/tmp/bitexact-e2e}
@@ -17,7 +18,7 @@ case "$step" in
   model)
     "$py" bench/perf/model_27b.py .e2e/perf-27b "$@" ;;
   measure)
-    server=${1:?server: exact-spec, stock-spec or exact-no-spec}
+    server=${1:?server: exact-spec, stock-spec, exact-no-spec or stock-no-spec}
     shift
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
     "$py" bench/perf/run.py measure --work "$work" --results "$results" --server "$server" \

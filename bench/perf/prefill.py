@@ -13,6 +13,14 @@ matmul as the CUDA implementation of `aten::mm`/`aten::addmm` (0.5.20
 `srt/batch_invariant_ops/batch_invariant_ops.py`), so the dispatcher's op event still encloses them.
 The shape is (M, N, K) of that op; weights are grouped by (N, K), the M of each call kept.
 
+SGLang 0.5.20 replays prefill chunks from piecewise CUDA graphs, so most prefill GEMMs are launched by a
+`cudaGraphLaunch` with no op around them (seen on the H200: 1521 of 1525 GEMM kernels of a 32768-token
+prefill, both trees). For those the comparison pairs the two traces' GEMM kernels by their order on
+the GPU (the same model runs the same products in the same order in both trees; a cuBLAS split-K
+reduction counts with the product it finishes) and groups the pairs by
+the exact kernel's name and grid: at one M the exact route's grid is its tile count,
+ceil(M / BLOCK_M) x ceil(N / BLOCK_N), which tells the weights apart (docs/performance.md maps them).
+
 Standard library only. Usage:
     python bench/perf/prefill.py TRACE.json.gz [--json OUT.json] [--markdown OUT.md]
 """
@@ -137,6 +145,19 @@ def analyse(events: list[dict[str, Any]], source: str = "") -> dict[str, Any]:
         if shape:
             row["m"][str(shape[0])] = row["m"].get(str(shape[0]), 0) + 1
         row["labels"][g.label] = row["labels"].get(g.label, 0.0) + g.dur
+    sequence: list[list[Any]] = []
+    kernels = sorted(
+        (e for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"), key=lambda e: float(e["ts"])
+    )
+    for e in kernels:
+        name = str(e["name"])
+        if breakdown.classify(name)[0] != "gemm":
+            continue
+        if "splitKreduce" in name and sequence:  # cuBLAS's second pass of the product before it
+            sequence[-1][2] += float(e.get("dur", 0.0))
+            continue
+        grid = "x".join(str(v) for v in (e.get("args") or {}).get("grid", []))
+        sequence.append([name, grid, float(e.get("dur", 0.0))])
     first = min(g.start for g in gpu)
     last = max(g.start + g.dur for g in gpu)
     return {
@@ -152,6 +173,7 @@ def analyse(events: list[dict[str, Any]], source: str = "") -> dict[str, Any]:
         "by_label_us": dict(sorted(by_label.items(), key=lambda kv: -kv[1])),
         "by_step_us": dict(by_step),
         "gemm_by_weight": dict(sorted(shapes.items(), key=lambda kv: -kv[1]["us"])),
+        "gemm_sequence": sequence,
     }
 
 
@@ -203,6 +225,40 @@ def compare(exact: dict[str, Any], stock: dict[str, Any], names: tuple[str, str]
     for c in (*breakdown.COMPONENTS, "total", "busy"):
         e, s = exact["us"][c], stock["us"][c]
         lines.append(f"| **{c}** | {e / 1000:.1f} | {s / 1000:.1f} | {_ratio(e, s)} |")
+    return "\n".join(lines) + "\n\n" + aligned(exact, stock, names)
+
+
+def aligned(exact: dict[str, Any], stock: dict[str, Any], names: tuple[str, str]) -> str:
+    """The two traces' GEMM kernels paired in GPU order, grouped by the exact kernel's name and grid."""
+    a, b = exact.get("gemm_sequence", []), stock.get("gemm_sequence", [])
+    if not a or len(a) != len(b):
+        return (
+            f"GEMM kernels paired in GPU order: not possible ({len(a)} in {names[0]}, {len(b)} in "
+            f"{names[1]}: the two ran different products).\n"
+        )
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for (name, grid, e_us), (stock_name, _, s_us) in zip(a, b, strict=True):
+        row = groups.setdefault((name, grid), {"n": 0, "e": 0.0, "s": 0.0, "stock": defaultdict(int)})
+        row["n"] += 1
+        row["e"] += e_us
+        row["s"] += s_us
+        row["stock"][stock_name] += 1
+    lines = [
+        f"GEMM kernels paired in GPU order ({len(a)} in each), grouped by {names[0]}'s kernel and grid:",
+        "",
+        f"| {names[0]} kernel | grid | kernels | {names[0]} ms | {names[1]} ms | ratio "
+        f"| {names[1]} kernels |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for (name, grid), row in sorted(groups.items(), key=lambda kv: -kv[1]["s"]):
+        top = sorted(row["stock"].items(), key=lambda kv: -kv[1])
+        shown = ", ".join(f"{k} ({v})" for k, v in top[:2]) + (
+            f", {len(top) - 2} more" if len(top) > 2 else ""
+        )
+        lines.append(
+            f"| {name} | {grid} | {row['n']} | {row['e'] / 1000:.1f} | {row['s'] / 1000:.1f} | "
+            f"{_ratio(row['e'], row['s'])} | {shown} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -15,11 +15,16 @@ RUNS = sorted((REPO / "docs" / "evidence").glob("perf-h200-*"))
 PAGE = REPO / "docs" / "performance.md"
 sys.path.insert(0, str(REPO / "bench" / "perf"))
 import breakdown  # noqa: E402
+import prefill  # noqa: E402
 import run  # noqa: E402
 
 
-def test_both_runs_are_here() -> None:
-    assert [run.name for run in RUNS] == ["perf-h200-2026-11-30", "perf-h200-2026-12-01"]
+def test_every_run_is_here() -> None:
+    assert [run.name for run in RUNS] == [
+        "perf-h200-2026-11-30",
+        "perf-h200-2026-12-01",
+        "perf-h200-2026-12-01-shipped-rule",
+    ]
 
 
 @pytest.mark.parametrize("evidence", RUNS, ids=lambda p: p.name)
@@ -45,6 +50,20 @@ def test_each_breakdown_is_its_trace_analysed_again(folder: Path) -> None:
     assert again["small_m_route"] == kept["small_m_route"]
 
 
+@pytest.mark.parametrize(
+    "folder",
+    [e / name for e in RUNS for name in run.SERVERS if (e / name / "prefill.json").exists()],
+    ids=lambda p: f"{p.parent.name}-{p.name}",
+)
+def test_each_prefill_is_its_trace_analysed_again(folder: Path) -> None:
+    kept = json.loads((folder / "prefill.json").read_text())
+    trace = folder / "prefill" / f"{folder.name}.prefill.trace.json.gz"
+    again = prefill.analyse(breakdown.load_events(trace), source=kept["source"])
+    assert again["us"] == pytest.approx(kept["us"], rel=1e-9)
+    assert again["gemm_sequence"] == kept["gemm_sequence"] and again["steps"] == kept["steps"]
+    assert kept["extend_tokens"] == [8192, 8192, 8192, 8192]  # 32768 tokens in the recipe's chunks
+
+
 @pytest.mark.parametrize("evidence", RUNS, ids=lambda p: p.name)
 def test_every_server_ran_what_its_name_says(evidence: Path) -> None:
     ran = {name: spec for name, spec in run.SERVERS.items() if (evidence / name).is_dir()}
@@ -62,7 +81,7 @@ def test_every_server_ran_what_its_name_says(evidence: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("evidence", "lengths"), [(RUNS[0], 4), (RUNS[1], 3)], ids=lambda v: getattr(v, "name", v)
+    ("evidence", "lengths"), [(RUNS[0], 4), (RUNS[1], 3), (RUNS[2], 4)], ids=lambda v: getattr(v, "name", v)
 )
 def test_the_page_holds_the_measured_tables(evidence: Path, lengths: int) -> None:
     page, summary = PAGE.read_text(), (evidence / "summary.md").read_text()
