@@ -227,6 +227,29 @@ let
         fi
         ln -s ${runs.${step.name}} "$out"
       '';
+
+  # The record commands' placeholders, as shell text: $port and $info are the app's own variables.
+  recordValues = {
+    url = "sglang+http://127.0.0.1:$port";
+    recipe = "${recipeFile}";
+    goldenDir = "checks/golden";
+    out = ".";
+    modelSnapshot = "${weights}/${hf.snapshotDir model}";
+    buildInfo = "$info";
+  };
+  # Each argument double-quoted, so that $port and $info expand and nothing splits; an argument that
+  # could end the quoting is refused at evaluation.
+  shellLine =
+    command:
+    builtins.concatStringsSep " " (
+      map (
+        arg:
+        if builtins.match ".*[\"\\`].*" arg != null then
+          throw "record-golden: the argument ${arg} cannot be double-quoted in the app's script"
+        else
+          "\"${arg}\""
+      ) command
+    );
 in
 {
   # References are steps (they run on the card) but not checks of their own: a failed reference shows
@@ -267,13 +290,11 @@ in
       # The build (its store path, SGLang and its series, torch, triton, the driver) for the history.
       info=$(mktemp -t record-golden-build.XXXXXX)
       bitexact-server --build-info > "$info"
-      # "$@": e.g. --force to replace a golden already recorded for this card, --build-id "$(git rev-parse HEAD)".
-      bitexact golden record "sglang+http://127.0.0.1:$port" --recipe ${recipeFile} --variant recipe \
-        --golden-dir checks/golden --build-info "$info" "$@"
-      # The long prompts, keyed <recipe>-long (the gpu-golden battery checks both).
-      bitexact golden record "sglang+http://127.0.0.1:$port" --recipe ${recipeFile} --variant recipe \
-        --golden-dir checks/golden --build-info "$info" \
-        --long ${plan.longLengths} --tokenizer ${weights}/${hf.snapshotDir model} "$@"
+      # The plan's record commands (the prompts, then the long prompts keyed <recipe>-long); "$@": e.g.
+      # --force to replace a golden already recorded for this card, --build-id "$(git rev-parse HEAD)".
+      ${builtins.concatStringsSep "\n" (
+        map (command: "${shellLine (plan.fill recordValues command)} \"$@\"") plan.goldenRecord.commands
+      )}
       echo "record-golden: commit the new goldens and their history under checks/golden/" >&2
     '';
   };

@@ -22,6 +22,7 @@ let
       "docs/evidence/exact-gemm-h200-2026-12-01/exact-gemm-sm90-132sm-60mib.json"
       "docs/evidence/perf-h200-2026-11-30"
       "docs/evidence/perf-h200-2026-12-01"
+      "docs/evidence/perf-h200-2026-12-01-shipped-rule"
       "docs/evidence/smallm-h200-2026-11-30/smallm-sm90-132sm-60mib.json"
       "docs/kernels.md"
       "docs/performance.md"

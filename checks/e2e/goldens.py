@@ -4,9 +4,9 @@ On a GPU host with no network, after assemble.py (and `assemble.py tree` for fur
 tiny_model.py. Steps, each writing as it goes under OUT (a rerun skips the steps whose verdict exists):
 
 - `record`: the patched tree's `recipe` server; its build as the launcher prints it (`--build-info`);
-  then the record-golden app's command (`bitexact golden record URL --recipe R --variant recipe
-  --golden-dir DIR --build-info INFO`), once for the 24 prompts and once with the plan's long prompts
-  (keyed `<recipe>-long`). Each appends a RECORDED line to DIR/<card>/history.jsonl.
+  then the record-golden app's commands, the plan's `goldenRecord` (`bitexact golden record URL --recipe R
+  --variant recipe --golden-dir DIR --build-info INFO`, for the 24 prompts and again with the long
+  prompts, keyed `<recipe>-long`). Each appends a RECORDED line to DIR/<card>/history.jsonl.
 - `check:NAME=TREE[:VARIANT]`: start TREE's VARIANT server (default `recipe`) and run the plan's
   `gpu-golden` commands, the flake check's own, with @GOLDEN_DIR@ = DIR and the build as
   BITEXACT_BUILD_INFO / BITEXACT_BUILD_ID give it; each check's history line is appended to
@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     model = args.tokenizer or str(REPO / json.loads(recipe.read_text())["model"]["path"])
     lengths = args.long or plan["longLengths"]
     url = f"sglang+http://127.0.0.1:{args.port}"
+    build_id = ["--build-id", args.build_id] if args.build_id else []
 
     for step in args.steps:
         parsed = parse_check(step)
@@ -121,22 +122,21 @@ def main(argv: list[str] | None = None) -> int:
             ready = server.wait_ready(args.start_timeout)
             batteries.log(f"{name}: ready after {ready:.0f} s")
             if step == "record":
-                # nix/gpu-checks-build.nix's record-golden: the same command, short then long prompts.
-                base = ["bitexact", "golden", "record", url, "--recipe", str(recipe), "--variant", "recipe"]
-                base += ["--golden-dir", str(args.golden_dir), "--build-info", str(info)]
-                base += ["--build-id", args.build_id] if args.build_id else []
-                commands = [
-                    [*base, "--out", str(step_out / "short")],
-                    [
-                        *base,
-                        "--out",
-                        str(step_out / "long"),
-                        "--long",
-                        lengths,
-                        "--tokenizer",
-                        model,
-                    ],
-                ]
+                # The record-golden app's commands (the plan's goldenRecord: the prompts, then the long
+                # prompts keyed <recipe>-long), each with its own report folder and this run's build id.
+                values = {
+                    "URL": url,
+                    "RECIPE": str(recipe),
+                    "GOLDEN_DIR": str(args.golden_dir),
+                    "BUILD_INFO": str(info),
+                    "MODEL_SNAPSHOT": model,
+                }
+                commands = []
+                for command, out in zip(plan["goldenRecord"]["commands"], ("short", "long"), strict=True):
+                    command = batteries.fill(command, values)
+                    if "--long" in command:
+                        command[command.index("--long") + 1] = lengths
+                    commands.append([*command, "--out", str(step_out / out)] + build_id)
             else:
                 values = {
                     "URL": url,

@@ -18,7 +18,7 @@ E2E_RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
 RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 EXPR = (
     "let b = import ./nix/lib/gpu-batteries.nix; r = builtins.fromJSON (builtins.readFile "
-    "./nix/recipes/e2e-tiny-hybrid.json); in { inherit (b) references longLengths repeats; "
+    "./nix/recipes/e2e-tiny-hybrid.json); in { inherit (b) references goldenRecord longLengths repeats; "
     "batteries = b.batteries r; }"
 )
 

@@ -183,10 +183,41 @@ def test_every_gpu_check_needs_the_cuda_feature(locked: dict[str, Path]) -> None
     assert all(c == {"verdict": [], "run": ["cuda"]} for c in with_kernels.values()), with_kernels
     references = gpu_checks(locked, 30000, True, "builtins.mapAttrs (n: r: r.requiredSystemFeatures) g.runs")
     assert set(map(tuple, references.values())) == {("cuda",)}
+
+
+def test_record_golden_runs_the_plans_record_commands(locked: dict[str, Path], tmp_path: Path) -> None:
+    """The app's record lines, run by a real bash with `bitexact` a function that prints its argv: the
+    plan's goldenRecord commands (checks/e2e/batteries.json, which checks/e2e/goldens.py runs too), with
+    the app's port and build-info file expanded and the app's own arguments after each."""
     app = gpu_checks(locked, 30000, False, "{ inherit (g.record-golden) name text; }")
     assert app["name"] == "record-golden"
-    assert "bitexact golden record" in app["text"] and "--golden-dir checks/golden" in app["text"]
-    assert app["text"].count("bitexact golden record") == 2 and "--long 16k,64k,128k" in app["text"]
+    lines = [line for line in app["text"].splitlines() if line.startswith('"bitexact" "golden" "record"')]
+    assert len(lines) == 2
+    script = "\n".join(
+        [
+            'bitexact() { python3 -c "import json, sys; print(json.dumps(sys.argv[1:]))" "$@"; }',
+            "port=30123 info='/tmp/build info.json'",  # a space: the app's quoting must hold it
+            "set -- --build-id 'a b'",
+            *lines,
+        ]
+    )
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    ran = [json.loads(line) for line in done.stdout.splitlines()]
+    plan = json.loads((Path(__file__).resolve().parents[2] / "checks/e2e/batteries.json").read_text())
+    plan = plan["goldenRecord"]
+    for argv, command in zip(ran, plan["commands"], strict=True):
+        recipe = argv[argv.index("--recipe") + 1]
+        assert recipe.endswith("qwen3.8-27b-exact.json")
+        values = {"URL": "sglang+http://127.0.0.1:30123", "RECIPE": recipe, "GOLDEN_DIR": "checks/golden"}
+        values |= {"BUILD_INFO": "/tmp/build info.json"}
+        if "--tokenizer" in argv:
+            values["MODEL_SNAPSHOT"] = argv[argv.index("--tokenizer") + 1]
+            assert "/snapshots/" in values["MODEL_SNAPSHOT"]
+        want = command[1:]
+        for key, value in values.items():
+            want = [a.replace(f"@{key}@", value) for a in want]
+        assert argv == [*want, "--build-id", "a b"]
+    assert "--long" not in ran[0] and ran[1][ran[1].index("--long") + 1] == "16k,64k,128k"
 
 
 FAKE_SERVER = """#!{python}

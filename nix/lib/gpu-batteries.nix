@@ -11,7 +11,8 @@
 # Placeholders in commands, filled by the glue: @URL@ (the running server), @RECIPE@ (recipe JSON),
 # @REF@ (the battery's reference record), @REF_LONG@ (the long reference, for a battery with
 # `longReference = true`), @GOLDEN_DIR@ (checks/golden of the source), @OUT@ (reports),
-# @MODEL_SNAPSHOT@ (the baked model's snapshot directory, for its tokenizer).
+# @MODEL_SNAPSHOT@ (the baked model's snapshot directory, for its tokenizer), @BUILD_INFO@ (the file
+# `bitexact-server --build-info` wrote, for a golden's build identity).
 #
 # Capacity invariance: an exact server's answers must not move with the settings that size its batches
 # (--max-running-requests, --chunked-prefill-size, and the CUDA graphs' batch sizes, which SGLang 0.5.20
@@ -134,6 +135,42 @@ rec {
   references = {
     short = reference false;
     long = reference true;
+  };
+
+  # How a card's goldens are recorded (the record-golden app, and checks/e2e/goldens.py on a host without
+  # Nix): the recipe's server, the prompts, then the long prompts keyed `<recipe>-long`; gpu-golden checks
+  # both. Each records a RECORDED line in the card's history beside the golden.
+  goldenRecord = {
+    variant = "recipe";
+    commands =
+      let
+        record = [
+          "bitexact"
+          "golden"
+          "record"
+          "@URL@"
+          "--recipe"
+          "@RECIPE@"
+          "--variant"
+          "recipe"
+          "--golden-dir"
+          "@GOLDEN_DIR@"
+          "--build-info"
+          "@BUILD_INFO@"
+        ];
+      in
+      [
+        record
+        (
+          record
+          ++ [
+            "--long"
+            longLengths
+            "--tokenizer"
+            "@MODEL_SNAPSHOT@"
+          ]
+        )
+      ];
   };
 
   # recipe (parsed) -> [{name, what, variant (server), reference (null | "short" | "long"), commands}],
@@ -279,7 +316,7 @@ rec {
     map (
       arg:
       builtins.replaceStrings
-        [ "@URL@" "@RECIPE@" "@REF@" "@REF_LONG@" "@GOLDEN_DIR@" "@OUT@" "@MODEL_SNAPSHOT@" ]
+        [ "@URL@" "@RECIPE@" "@REF@" "@REF_LONG@" "@GOLDEN_DIR@" "@OUT@" "@MODEL_SNAPSHOT@" "@BUILD_INFO@" ]
         [
           values.url
           values.recipe
@@ -288,6 +325,7 @@ rec {
           values.goldenDir
           values.out
           values.modelSnapshot
+          (values.buildInfo or "@BUILD_INFO@")
         ]
         arg
     ) command;
