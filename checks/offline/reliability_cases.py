@@ -29,6 +29,8 @@ PROGRAMS = {
     "e2e-goldens": [str(REPO / "checks" / "e2e" / "goldens.py")],
     "e2e-assemble": [str(REPO / "checks" / "e2e" / "assemble.py")],
     "e2e-router": [str(REPO / "checks" / "e2e" / "router.py")],
+    "perf-run": [str(REPO / "bench" / "perf" / "run.py")],
+    "perf-prefill": [str(REPO / "bench" / "perf" / "prefill.py")],
 }
 COMMAND_NAMES = {  # how the docs name each program (the names the flake's apps and the image give them)
     "bitexact": "bitexact",
@@ -40,8 +42,40 @@ COMMAND_NAMES = {  # how the docs name each program (the names the flake's apps 
     "e2e-goldens": "checks/e2e/goldens.py",
     "e2e-assemble": "checks/e2e/assemble.py",
     "e2e-router": "checks/e2e/router.py",
+    "perf-run": "bench/perf/run.py",
+    "perf-prefill": "bench/perf/prefill.py",
 }
 REV = "a" * 40
+# One kernel, its launch, and a matrix-product op around the launch without "Input Dims" (what the
+# torch profiler writes when record_shapes is off).
+TRACE_WITHOUT_SHAPES = json.dumps(
+    {
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 1,
+                "ts": 5,
+                "dur": 1,
+            }
+            | {"args": {"correlation": 7}},
+            {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_tst_TNT", "pid": 0, "tid": 7, "ts": 10, "dur": 5}
+            | {"args": {"correlation": 7}},
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::mm",
+                "pid": 1,
+                "tid": 1,
+                "ts": 4,
+                "dur": 3,
+                "args": {},
+            },
+        ]
+    }
+)
 OTHER_REV = "b" * 40
 Setup = Callable[[Path], None]
 Check = Callable[[Path], "str | None"]
@@ -1586,5 +1620,33 @@ CASES: list[Case] = [
         2,
         r"no `fleet` in it: print it with `bitexact-server --replicas N --print`",
         write("plan.json", '{"variant": "recipe", "argv": ["python"]}'),
+    ),
+    # the measuring lab (bench/perf)
+    Case(
+        "pf-bare-machine",
+        "perf-run",
+        "a measurement on a machine where the trees were never assembled",
+        ("measure", "--work", "{tmp}/w", "--results", "{tmp}/r", "--server", "exact-spec"),
+        2,
+        r"not assembled: .*patched/sglang.* missing\. Run `bash checks/e2e/h200\.sh stash",
+        check=lambda tmp: None if not (tmp / "r" / "exact-spec").exists() else "a server folder was made",
+    ),
+    Case(
+        "pf-prefill-no-shapes",
+        "perf-prefill",
+        "a prefill trace recorded without the ops' shapes",
+        ("{tmp}/t.json",),
+        2,
+        r'no matrix-product ops with input dims: record with "record_shapes": true',
+        write("t.json", TRACE_WITHOUT_SHAPES),
+    ),
+    Case(
+        "pf-prefill-not-a-trace",
+        "perf-prefill",
+        "a prefill trace that is not JSON",
+        ("{tmp}/t.json",),
+        2,
+        r"t\.json: not a readable Chrome trace",
+        write("t.json", '{"traceEvents": ['),
     ),
 ]
