@@ -61,14 +61,17 @@ in
       runCommand,
       python3,
       git,
+      util-linux,
     }:
     runCommand "python-offline-tests"
       {
-        # git: the lock tool's tests build throwaway repositories; patch, tar and cc (the driver
-        # stand-ins of checks/offline/driver_standins.py are compiled) come with stdenv.
+        # git: the lock tool's tests build throwaway repositories; util-linux: setsid, with which
+        # checks/e2e/campaign.sh detaches its phases (test_e2e_campaign.py); patch, tar and cc (the
+        # driver stand-ins of checks/offline/driver_standins.py are compiled) come with stdenv.
         nativeBuildInputs = [
           (python3.withPackages (ps: map (name: ps.${name}) pythonPackages))
           git
+          util-linux
         ];
       }
       ''

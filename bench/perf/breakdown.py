@@ -39,7 +39,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 COMPONENTS = ("gemm", "gdn", "attention", "rest")
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -161,8 +161,20 @@ def _steps(events: list[dict[str, Any]]) -> dict[tuple[Any, Any], list[Span]]:
     return spans
 
 
-def _enclosing(thread: list[Span], starts: list[float], ts: float) -> Span | None:
-    """The innermost span of one thread that contains ts (spans of one thread nest or follow)."""
+class Interval(Protocol):
+    @property
+    def start(self) -> float: ...
+
+    @property
+    def end(self) -> float: ...
+
+
+Inner = TypeVar("Inner", bound=Interval)
+
+
+def enclosing(thread: list[Inner], starts: list[float], ts: float) -> Inner | None:
+    """The innermost interval of one thread (sorted by start, `starts` their starts) that contains ts:
+    intervals of one thread nest or follow, so the last one started that still runs at ts."""
     i = bisect.bisect_right(starts, ts) - 1
     while i >= 0:
         if thread[i].end >= ts:
@@ -191,7 +203,7 @@ def gpu_events(events: list[dict[str, Any]]) -> tuple[list[GpuEvent], dict[tuple
         step = None
         if launch is not None:
             key = (launch[0], launch[1])
-            span = _enclosing(spans[key], starts[key], launch[2]) if key in spans else None
+            span = enclosing(spans[key], starts[key], launch[2]) if key in spans else None
             step = span.kind if span else None
         out.append(
             GpuEvent(

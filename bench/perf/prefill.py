@@ -28,7 +28,6 @@ Standard library only. Usage:
 from __future__ import annotations
 
 import argparse
-import bisect
 import json
 import math
 import re
@@ -94,16 +93,6 @@ def _gemm_ops(events: list[dict[str, Any]]) -> dict[tuple[Any, Any], list[Op]]:
     return ops
 
 
-def _innermost(thread: list[Op], starts: list[float], ts: float) -> Op | None:
-    """The op of one thread that contains ts and started last (ops of one thread nest or follow)."""
-    i = bisect.bisect_right(starts, ts) - 1
-    while i >= 0:
-        if thread[i].end >= ts:
-            return thread[i]
-        i -= 1
-    return None
-
-
 def analyse(events: list[dict[str, Any]], source: str = "") -> dict[str, Any]:
     gpu, spans = breakdown.gpu_events(events)
     if not gpu:
@@ -136,7 +125,7 @@ def analyse(events: list[dict[str, Any]], source: str = "") -> dict[str, Any]:
             continue
         op = None
         if g.thread in ops and g.launch is not None:
-            op = _innermost(ops[g.thread], starts[g.thread], g.launch)
+            op = breakdown.enclosing(ops[g.thread], starts[g.thread], g.launch)
         shape = gemm_shape(op.name, op.dims) if op else None
         key = f"N={shape[1]} K={shape[2]}" if shape else NO_SHAPE
         row = shapes.setdefault(key, {"us": 0.0, "kernels": 0, "m": {}, "labels": {}})

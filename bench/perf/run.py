@@ -52,6 +52,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -371,6 +372,28 @@ def _wait_for_trace(folder: Path, timeout: float) -> Path | None:
     return None
 
 
+def traced_stage(
+    spec: ServerSpec,
+    out: Path,
+    deadline: float,
+    target: str,
+    record: Callable[[], Path],
+    analyse: Callable[..., dict[str, Any]],
+) -> dict[str, Any]:
+    """Record a trace, analyse it and write the result to `target`; the returned result carries the
+    stage's seconds under `_stage_s` for run.json."""
+    if deadline - time.monotonic() < 90:
+        raise OutOfTime(f"{spec.name}: not enough time left for the trace behind {target}")
+    began = time.monotonic()
+    trace = record()
+    try:
+        result = analyse(breakdown.load_events(trace), source=trace.name)
+    except breakdown.TraceError as error:
+        raise RunError(f"{spec.name}: {error}") from None
+    (out / target).write_text(json.dumps(result, indent=1) + "\n")
+    return {**result, "_stage_s": round(time.monotonic() - began, 1)}
+
+
 def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> None:
     out = args.results / spec.name
     out.mkdir(parents=True, exist_ok=True)
@@ -417,33 +440,31 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
             log(f"{spec.name}: {name} done in {timings[f'{name}_s']} s")
             pack_if(args, [spec.name])
         if need_profile:
-            if deadline - time.monotonic() < 90:
-                raise OutOfTime(f"{spec.name}: not enough time left to profile")
-            began = time.monotonic()
-            trace = profile(spec, args, out, args.port)
-            try:
-                result = breakdown.analyse(breakdown.load_events(trace), source=trace.name)
-            except breakdown.TraceError as error:
-                raise RunError(f"{spec.name}: {error}") from None
-            (out / "breakdown.json").write_text(json.dumps(result, indent=1) + "\n")
+            result = traced_stage(
+                spec,
+                out,
+                deadline,
+                "breakdown.json",
+                lambda: profile(spec, args, out, args.port),
+                breakdown.analyse,
+            )
             (out / "breakdown.md").write_text(breakdown.markdown(result, f"{spec.name}: {spec.description}"))
-            timings["profile_s"] = round(time.monotonic() - began, 1)
+            timings["profile_s"] = result.pop("_stage_s")
             log(f"{spec.name}: breakdown written ({result['cycles']} cycles)")
             pack_if(args, [spec.name])
         if need_prefill:
-            if deadline - time.monotonic() < 90:
-                raise OutOfTime(f"{spec.name}: not enough time left to profile a prefill")
-            began = time.monotonic()
-            trace = prefill_profile(spec, args, out, args.port)
-            try:
-                found = prefill.analyse(breakdown.load_events(trace), source=trace.name)
-            except breakdown.TraceError as error:
-                raise RunError(f"{spec.name}: {error}") from None
-            (out / "prefill.json").write_text(json.dumps(found, indent=1) + "\n")
+            found = traced_stage(
+                spec,
+                out,
+                deadline,
+                "prefill",
+                lambda: prefill_profile(spec, args, out, args.port),
+                prefill.analyse,
+            )
             (out / "prefill.md").write_text(
                 prefill.markdown(found, f"{spec.name}: prefill of {args.prefill_prompt} tokens")
             )
-            timings["prefill_profile_s"] = round(time.monotonic() - began, 1)
+            timings["prefill_profile_s"] = found.pop("_stage_s")
             log(f"{spec.name}: prefill breakdown written ({found['us']['total'] / 1000:.1f} ms of kernels)")
     finally:
         server.stop()

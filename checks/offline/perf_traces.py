@@ -105,12 +105,42 @@ def _kernel(name: str, ts: float, dur: float, corr: int, graph: int | None, node
 
 
 def _launcher(name: str) -> tuple[str, str, int]:
-    """How an eager kernel is launched: Triton through the driver, ATen kernels and copies at runtime."""
+    """How an eager kernel is launched: Triton through the driver, ATen and cuBLAS kernels and copies at
+    runtime."""
     if name.startswith("Memcpy"):
         return "cuda_runtime", "cudaMemcpyAsync", 41
-    if name.startswith("void "):
+    if name.startswith(("void ", "nvjet")):
         return "cuda_runtime", "cudaLaunchKernel", 211
     return "cuda_driver", "cuLaunchKernelEx", 652
+
+
+def _eager(
+    added: list[dict[str, Any]],
+    name: str,
+    dur: float,
+    corr: int,
+    at: tuple[Any, Any, float],
+    gpu_clock: float,
+) -> float:
+    """An eager launch on the CPU thread (pid, tid) at time ts, and its kernel on the GPU no earlier than
+    5 us after it; returns the GPU clock after the kernel."""
+    pid, tid, ts = at
+    cat, api, cbid = _launcher(name)
+    added.append(
+        {
+            "ph": "X",
+            "cat": cat,
+            "name": api,
+            "pid": pid,
+            "tid": tid,
+            "ts": ts,
+            "dur": 0.01,
+            "args": {"cbid": cbid, "correlation": corr},
+        }
+    )
+    start = max(gpu_clock, ts + 5.0)
+    added.append(_kernel(name, start, dur, corr, graph=None, node=0))
+    return start + dur + 0.5
 
 
 def add_gpu(
@@ -159,22 +189,7 @@ def add_gpu(
             for n, (name, dur) in enumerate(between):
                 corr += 1
                 t = end + (nxt - end) * (n + 1) / (len(between) + 1)
-                cat, api, cbid = _launcher(name)
-                added.append(
-                    {
-                        "ph": "X",
-                        "cat": cat,
-                        "name": api,
-                        "pid": pid,
-                        "tid": tid,
-                        "ts": t,
-                        "dur": 0.1,
-                        "args": {"cbid": cbid, "correlation": corr},
-                    }
-                )
-                gpu_clock = max(gpu_clock, t + 5.0)
-                added.append(_kernel(name, gpu_clock, dur, corr, graph=None, node=0))
-                gpu_clock += dur + 0.5
+                gpu_clock = _eager(added, name, dur, corr, (pid, tid, t), gpu_clock)
     events.extend(added)
     return trace
 
@@ -229,23 +244,6 @@ def add_prefill_gpu(trace: dict[str, Any], gemm_kernel: str, us_per_column: floa
     for where, name, dur in sorted(launches, key=lambda item: item[0]["ts"]):
         corr += 1
         at = where["ts"] + (where["dur"] / 2 if where.get("cat") == "cpu_op" else 0.01)
-        cat, api, cbid = (
-            _launcher(name) if not name.startswith("nvjet") else ("cuda_runtime", "cudaLaunchKernel", 211)
-        )
-        added.append(
-            {
-                "ph": "X",
-                "cat": cat,
-                "name": api,
-                "pid": where["pid"],
-                "tid": where["tid"],
-                "ts": at,
-                "dur": 0.01,
-                "args": {"cbid": cbid, "correlation": corr},
-            }
-        )
-        gpu_clock = max(gpu_clock, at + 5.0)
-        added.append(_kernel(name, gpu_clock, dur, corr, graph=None, node=0))
-        gpu_clock += dur + 0.5
+        gpu_clock = _eager(added, name, dur, corr, (where["pid"], where["tid"], at), gpu_clock)
     events.extend(added)
     return trace

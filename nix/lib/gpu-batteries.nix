@@ -54,20 +54,25 @@ let
     }
   ];
 
+  # `bitexact golden record` against the running server of one variant of the recipe.
+  recordCommand = variant: [
+    "bitexact"
+    "golden"
+    "record"
+    "@URL@"
+    "--recipe"
+    "@RECIPE@"
+    "--variant"
+    variant
+  ];
+
   reference = long: {
     name = if long then "reference-no-spec-long" else "reference-no-spec";
     variant = "no-spec";
     commands = [
       (
-        [
-          "bitexact"
-          "golden"
-          "record"
-          "@URL@"
-          "--recipe"
-          "@RECIPE@"
-          "--variant"
-          "no-spec"
+        recordCommand "no-spec"
+        ++ [
           "--golden"
           "@OUT@/reference.json"
           "--no-history"
@@ -144,15 +149,7 @@ rec {
     variant = "recipe";
     commands =
       let
-        record = [
-          "bitexact"
-          "golden"
-          "record"
-          "@URL@"
-          "--recipe"
-          "@RECIPE@"
-          "--variant"
-          "recipe"
+        record = recordCommand "recipe" ++ [
           "--golden-dir"
           "@GOLDEN_DIR@"
           "--build-info"

@@ -123,6 +123,7 @@ let
       "file"
       "patchelf"
       "libffi"
+      "util-linux"
     ] (name: leaf name "0-standin")
     // {
       # build-system-pkgs' overlay inherits pkg-config's hook attributes (overlay.nix: pkgconfig).

@@ -1,0 +1,105 @@
+"""checks/e2e/campaign.sh, the background runner of a device session, run for real by bash here: the GPU
+programs it starts are a stand-in Python that logs its arguments (no GPU here), so what is tested is the
+script's own logic: the phases' order and arguments, the fallback of a failed perf server, the marker
+and the collected tarball, and a refused plan."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Logs each call; run.py fails for stock-spec unless told --prefill-prompt 0 (the fallback's run).
+STANDIN = """#!/bin/sh
+echo "$*" >> "$CAMPAIGN_CALLS"
+case "$*" in
+  *run.py*--server\\ stock-spec*--prefill-prompt\\ 0*) exit 0 ;;
+  *run.py*--server\\ stock-spec*) exit 2 ;;
+esac
+exit 0
+"""
+
+
+def _setup(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    repo = tmp_path / "repo"
+    (repo / "checks" / "e2e").mkdir(parents=True)
+    (repo / "checks" / "golden").mkdir()
+    shutil.copy(REPO / "checks" / "e2e" / "campaign.sh", repo / "checks" / "e2e" / "campaign.sh")
+    (repo / "checks" / "golden" / "README.md").write_text("goldens\n")
+    standin = tmp_path / "python"
+    standin.write_text(STANDIN)
+    standin.chmod(0o755)
+    env = dict(
+        os.environ,
+        PYTHON=str(standin),
+        E2E_WORK=str(tmp_path / "work"),
+        CAMPAIGN_DIR=str(tmp_path / "camp"),
+        CAMPAIGN_CALLS=str(tmp_path / "calls.log"),
+        OUT=str(tmp_path / "out"),
+    )
+    return repo, env
+
+
+def _campaign(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "checks/e2e/campaign.sh", *args],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_perf_plan_runs_its_phases_in_order_and_collects(tmp_path: Path) -> None:
+    repo, env = _setup(tmp_path)
+    started = _campaign(repo, env, "start", "abc1234", "perf")
+    assert started.returncode == 0, started.stderr
+    done = _campaign(repo, env, "wait", "60")
+    assert "CAMPAIGN DONE" in done.stdout, done.stdout + done.stderr
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    measures = [c for c in calls if "bench/perf/run.py measure" in c]
+    servers = [c.split("--server ")[1].split()[0] for c in measures]
+    # stock-spec failed once and ran again without the prefill profile; the others once each, in order
+    assert servers == ["exact-spec", "stock-spec", "stock-spec", "exact-no-spec", "stock-no-spec"]
+    assert "--prefill-prompt 0" in measures[2] and "--prefill-prompt" not in measures[1]
+    assert all(f"--work {tmp_path / 'work'}" in c and "--start-timeout 600" in c for c in measures)
+    rest = calls[len(measures) :]  # phase G after phase P, its two streams in either order
+    golden = next(c for c in rest if "checks/e2e/goldens.py" in c)
+    assert "--recipe nix/recipes/perf-27b-shape.json" in golden and "--build-id abc1234" in golden
+    assert golden.endswith("record check:restart=patched")
+    batteries = next(c for c in rest if "checks/e2e/batteries.py" in c)
+    assert "--tree stock --no-deterministic" in batteries and "gpu-capacity-max-running-1" in batteries
+    log = (tmp_path / "camp" / "campaign.log").read_text()
+    assert log.index("phase P") < log.index("stock-spec exit 0") < log.index("phase G") < log.index("done")
+    with tarfile.open(tmp_path / "out" / "campaign.tar.gz") as tar:
+        names = tar.getnames()
+    assert "campaign.log" in names and "res/golden/README.md" in names
+    # the copy the phases ran from: the tree as it was at the start, without .git
+    assert (tmp_path / "camp" / "repo" / "checks" / "e2e" / "campaign.sh").exists()
+
+
+def test_an_unknown_plan_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    repo, env = _setup(tmp_path)
+    refused = _campaign(repo, env, "start", "abc1234", "speed")
+    assert refused.returncode == 2 and "unknown plan speed (e2e or perf)" in refused.stderr
+    assert not (tmp_path / "camp").exists()
+
+
+def test_the_e2e_plan_records_alone_then_runs_four_streams(tmp_path: Path) -> None:
+    repo, env = _setup(tmp_path)
+    (tmp_path / "work" / "router-site" / "sglang_router").mkdir(parents=True)  # the router's wheel, unpacked
+    assert _campaign(repo, env, "start", "abc1234").returncode == 0  # plan e2e, the default
+    done = _campaign(repo, env, "wait", "60")
+    assert "CAMPAIGN DONE" in done.stdout, done.stdout + done.stderr
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert "record check:restart=patched" in calls[0] and "--port" not in calls[0]  # phase A, alone
+    streams = calls[1:]
+    assert sum("batteries.py" in c for c in streams) == 2 and sum("router.py" in c for c in streams) == 2
+    assert all("--mem-fraction-static 0.2" in c for c in streams)
+    drift = next(c for c in streams if "goldens.py" in c)
+    assert "check:stock=stock" in drift and "check:revert-0003=revert-0003" in drift
