@@ -406,13 +406,17 @@ def main(argv: list[str] | None = None) -> int:
     except TraceError as error:
         print(f"breakdown: {error}", file=sys.stderr)
         return 2
-    text = markdown(result)
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
-    if args.markdown:
-        args.markdown.write_text(text)
-    print(text, end="")
+    emit(result, markdown(result), args.json, args.markdown)
     return 0
+
+
+def emit(result: dict[str, Any], text: str, json_path: Path | None, markdown_path: Path | None) -> None:
+    """A command's result: JSON and markdown files where asked, the markdown on stdout."""
+    if json_path:
+        json_path.write_text(json.dumps(result, indent=1) + "\n")
+    if markdown_path:
+        markdown_path.write_text(text)
+    print(text, end="")
 
 
 if __name__ == "__main__":

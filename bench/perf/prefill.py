@@ -28,7 +28,6 @@ Standard library only. Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import sys
@@ -266,12 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     except breakdown.TraceError as error:
         print(f"prefill: {error}", file=sys.stderr)
         return 2
-    text = markdown(result)
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
-    if args.markdown:
-        args.markdown.write_text(text)
-    print(text, end="")
+    breakdown.emit(result, markdown(result), args.json, args.markdown)
     return 0
 
 
