@@ -457,7 +457,7 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
                 spec,
                 out,
                 deadline,
-                "prefill",
+                "prefill.json",
                 lambda: prefill_profile(spec, args, out, args.port),
                 prefill.analyse,
             )

@@ -461,3 +461,49 @@ def test_the_sglang_facts_the_runner_relies_on() -> None:
     server = (srt / "entrypoints" / "http_server.py").read_text()
     for route in ('"/start_profile"', '"/stop_profile"', '"/abort_request"', '"/health_generate"'):
         assert route in server, route
+
+
+def test_measure_runs_an_owed_prefill_stage_end_to_end(
+    tmp_path: Path, spec_trace: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`measure` with only the prefill profile owed: the server (a stand-in for batteries.Server) starts,
+    meta_info is checked, the profiler stand-in answers /start_profile, /generate, /stop_profile, and
+    prefill.json, prefill.md and the stage's seconds in run.json are written."""
+    results = _results(tmp_path, spec_trace)
+    (results / "exact-spec" / "prefill.json").unlink()
+    for tree in ("patched/sglang", "stock/sglang", "deps"):
+        (tmp_path / tree).mkdir(parents=True)
+    (tmp_path / "deps" / ".complete").write_text("")
+    models = tmp_path / "models"
+    for sub in ("target", "drafter"):
+        (models / sub).mkdir(parents=True)
+        (models / sub / "config.json").write_text("{}")
+    monkeypatch.setattr(run, "model_dirs", lambda: (models / "target", models / "drafter"))
+
+    class Server:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.stopped = False
+
+        def wait_ready(self, timeout_s: float) -> float:
+            return 1.0
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    monkeypatch.setattr(run.batteries, "Server", Server)
+    meta = {"spec_accept_length": 5.0, "spec_verify_ct": 26, "completion_tokens": 128}
+    monkeypatch.setattr(run.batteries, "meta_sample", lambda *a, **k: meta)
+    trace = perf_traces.add_prefill_gpu(
+        perf_traces.prefill_cpu_trace(tmp_path / "p.json", 2), "_exact_gemm_kernel", 1.0
+    )
+    stand_in = StandIn(trace)
+    try:
+        argv = ["measure", "--work", str(tmp_path), "--results", str(results), "--server", "exact-spec"]
+        assert run.main([*argv, "--port", str(stand_in.port), "--prefill-prompt", "64"]) == 0
+    finally:
+        stand_in.close()
+    folder = results / "exact-spec"
+    assert json.loads((folder / "prefill.json").read_text())["steps"] == {"EXTEND": 2}
+    assert "prefill of 64 tokens" in (folder / "prefill.md").read_text()
+    assert "prefill_profile_s" in json.loads((folder / "run.json").read_text())
+    assert [path for path, _ in stand_in.calls] == ["/start_profile", "/generate", "/stop_profile"]
