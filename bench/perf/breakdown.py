@@ -132,6 +132,7 @@ class GpuEvent:
     launch: float | None  # CPU timestamp of the launch, when the trace has it
     step: str | None  # enclosing step span's kind, None between steps
     thread: tuple[Any, Any] | None = None  # (pid, tid) of the launch, when the trace has it
+    grid: str = ""  # the launch grid as "XxYxZ" (Kineto's args.grid), "" when absent
 
 
 def load_events(path: Path) -> list[dict[str, Any]]:
@@ -215,12 +216,13 @@ def gpu_events(events: list[dict[str, Any]]) -> tuple[list[GpuEvent], dict[tuple
                 launch=launch[2] if launch else None,
                 step=step,
                 thread=(launch[0], launch[1]) if launch else None,
+                grid="x".join(str(v) for v in (e.get("args") or {}).get("grid", [])),
             )
         )
     return out, spans
 
 
-def _busy(intervals: list[tuple[float, float]]) -> float:
+def busy(intervals: list[tuple[float, float]]) -> float:
     """Length of the union of intervals (time with at least one kernel running)."""
     total, end = 0.0, float("-inf")
     for start, stop in sorted(intervals):
@@ -316,7 +318,7 @@ def _cycle_totals(cycle: list[GpuEvent]) -> dict[str, Any]:
         by_step[g.step or "between"][g.component] += g.dur
         by_label[g.label] += g.dur
     totals["total"] = sum(totals[comp] for comp in COMPONENTS)
-    totals["busy"] = _busy([(g.start, g.start + g.dur) for g in cycle])
+    totals["busy"] = busy([(g.start, g.start + g.dur) for g in cycle])
     totals["span"] = (max(g.start + g.dur for g in cycle) - min(g.start for g in cycle)) if cycle else 0.0
     totals["by_step"] = by_step
     totals["by_label"] = by_label

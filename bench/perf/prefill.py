@@ -134,18 +134,11 @@ def analyse(events: list[dict[str, Any]], source: str = "") -> dict[str, Any]:
             row["m"][str(shape[0])] = row["m"].get(str(shape[0]), 0) + 1
         row["labels"][g.label] = row["labels"].get(g.label, 0.0) + g.dur
     sequence: list[list[Any]] = []
-    kernels = sorted(
-        (e for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"), key=lambda e: float(e["ts"])
-    )
-    for e in kernels:
-        name = str(e["name"])
-        if breakdown.classify(name)[0] != "gemm":
+    for g in sorted((g for g in gpu if g.component == "gemm"), key=lambda g: g.start):
+        if "splitKreduce" in g.name and sequence:  # cuBLAS's second pass of the product before it
+            sequence[-1][2] += g.dur
             continue
-        if "splitKreduce" in name and sequence:  # cuBLAS's second pass of the product before it
-            sequence[-1][2] += float(e.get("dur", 0.0))
-            continue
-        grid = "x".join(str(v) for v in (e.get("args") or {}).get("grid", []))
-        sequence.append([name, grid, float(e.get("dur", 0.0))])
+        sequence.append([g.name, g.grid, g.dur])
     first = min(g.start for g in gpu)
     last = max(g.start + g.dur for g in gpu)
     return {
@@ -155,7 +148,7 @@ def analyse(events: list[dict[str, Any]], source: str = "") -> dict[str, Any]:
         "us": {
             **{c: by_component.get(c, 0.0) for c in breakdown.COMPONENTS},
             "total": sum(by_component.values()),
-            "busy": breakdown._busy([(g.start, g.start + g.dur) for g in gpu]),
+            "busy": breakdown.busy([(g.start, g.start + g.dur) for g in gpu]),
             "span": last - first,
         },
         "by_label_us": dict(sorted(by_label.items(), key=lambda kv: -kv[1])),
