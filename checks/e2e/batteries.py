@@ -26,6 +26,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,19 +39,32 @@ RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
 PORT = 30000
 
 
+def _edited_recipe(recipe: Path, dest: Path, edit: Callable[[list[str]], str | None]) -> Path:
+    """A copy of the recipe at `dest` with its launch argv changed in place by `edit`, which returns
+    what is missing for the edit (the copy is then refused) or None. The copy keeps the recipe's name, so
+    its goldens and references key as the recipe's do."""
+    data = json.loads(recipe.read_text())
+    missing = edit(data["launch"]["argv"])
+    if missing:
+        raise SystemExit(f"{recipe}: its argv {missing}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(json.dumps(data, indent=2) + "\n")
+    return dest
+
+
 def recipe_with_memory(recipe: Path, fraction: float, dest: Path) -> Path:
     """A copy of the recipe whose `--mem-fraction-static` is `fraction`, for servers that share one card.
     SGLang 0.5.20 sizes its pools from the memory free when it starts (model_runner's
     pre_model_load_memory): two servers at the recipe's 0.88 starting together would each claim 88% of the
-    card. The copy keeps the recipe's name, so its goldens and references key as the recipe's do."""
-    data = json.loads(recipe.read_text())
-    argv = data["launch"]["argv"]
-    if "--mem-fraction-static" not in argv:
-        raise SystemExit(f"{recipe}: its argv sets no --mem-fraction-static to replace")
-    argv[argv.index("--mem-fraction-static") + 1] = f"{fraction:g}"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps(data, indent=2) + "\n")
-    return dest
+    card."""
+
+    def edit(argv: list[str]) -> str | None:
+        if "--mem-fraction-static" not in argv:
+            return "sets no --mem-fraction-static to replace"
+        argv[argv.index("--mem-fraction-static") + 1] = f"{fraction:g}"
+        return None
+
+    return _edited_recipe(recipe, dest, edit)
 
 
 DETERMINISTIC_FLAG = "--enable-deterministic-inference"
@@ -58,16 +72,16 @@ DETERMINISTIC_FLAG = "--enable-deterministic-inference"
 
 def recipe_without_determinism(recipe: Path, dest: Path) -> Path:
     """A copy of the recipe without `--enable-deterministic-inference`: stock SGLang as its users run it,
-    for the capacity table's non-deterministic row (issue 20). The copy keeps the recipe's name, and the
-    checks read the same copy, so what they compare against says what the server ran."""
-    data = json.loads(recipe.read_text())
-    argv = data["launch"]["argv"]
-    if DETERMINISTIC_FLAG not in argv:
-        raise SystemExit(f"{recipe}: its argv has no {DETERMINISTIC_FLAG} to drop")
-    argv.remove(DETERMINISTIC_FLAG)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps(data, indent=2) + "\n")
-    return dest
+    for the capacity table's non-deterministic row (issue 20). The checks read the same copy, so what
+    they compare against says what the server ran."""
+
+    def edit(argv: list[str]) -> str | None:
+        if DETERMINISTIC_FLAG not in argv:
+            return f"has no {DETERMINISTIC_FLAG} to drop"
+        argv.remove(DETERMINISTIC_FLAG)
+        return None
+
+    return _edited_recipe(recipe, dest, edit)
 
 
 def log(message: str) -> None:
