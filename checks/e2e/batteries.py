@@ -119,15 +119,20 @@ def launcher(variant: str, extra: list[str], recipe: Path = RECIPE) -> list[str]
     return [sys.executable, "-m", "exactlaunch.cli", "--recipe", str(recipe), "--variant", variant, *extra]
 
 
+def through_launcher(work: Path, tree: str) -> bool:
+    """Whether TREE starts through the launcher: `patched`, or any tree carrying our series' manifest (a
+    rebuild). Any other (`stock`, a tree missing a patch) runs the argv the launcher prints, since its
+    preflight rightly refuses such a tree."""
+    return tree == "patched" or (work / tree / "sglang" / "srt" / "bitexact_manifest.json").is_file()
+
+
 def server_command(
     work: Path, tree: str, variant: str, port: int, recipe: Path = RECIPE
 ) -> tuple[list[str], dict[str, str]]:
-    """(argv, env) of the server: the launcher for `patched` or any tree with our series' manifest (a
-    rebuild); for any other (`stock`, a tree missing a patch) the argv the launcher prints, run
-    directly, since its preflight rightly refuses such a tree."""
+    """(argv, env) of the server: the launcher, or its printed argv run directly (`through_launcher`)."""
     env = base_env(work, tree, recipe)
     serving = ["--host", "127.0.0.1", "--port", str(port)]
-    if tree == "patched" or (work / tree / "sglang" / "srt" / "bitexact_manifest.json").is_file():
+    if through_launcher(work, tree):
         return launcher(variant, serving, recipe), env
     printed = subprocess.run(
         launcher(variant, [*serving, "--print"], recipe), env=env, capture_output=True, text=True, check=True

@@ -50,7 +50,7 @@ def fleet_command(args: argparse.Namespace, recipe: Path, env: dict[str, str], o
     """The fleet's argv: the launcher for the patched tree; the printed plan run directly for the stock."""
     launch = [sys.executable, "-m", "exactlaunch.cli", "--recipe", str(recipe), "--variant", args.variant]
     launch += ["--replicas", str(args.replicas), "--host", "127.0.0.1", "--port", str(args.port)]
-    if (args.work / args.tree / "sglang" / "srt" / "bitexact_manifest.json").is_file():
+    if batteries.through_launcher(args.work, args.tree):
         return [*launch, "--log-dir", str(out / "logs")]
     printed = subprocess.run([*launch, "--print"], env=env, capture_output=True, text=True, check=True)
     plan_file = out / "fleet-plan.json"
