@@ -387,10 +387,8 @@ def test_summarize_builds_the_tables_and_the_labelled_estimate(
         run.summarize(tmp_path / "empty")
 
 
-def test_measure_skips_finished_servers_and_stops_before_running_out_of_time(
-    tmp_path: Path, spec_trace: dict[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    results = _results(tmp_path, spec_trace)
+def _assembled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folders check_ready looks for (trees, deps, model configs), empty: a host after assembly."""
     for tree in ("patched/sglang", "stock/sglang", "deps"):
         (tmp_path / tree).mkdir(parents=True)
     (tmp_path / "deps" / ".complete").write_text("")
@@ -399,6 +397,13 @@ def test_measure_skips_finished_servers_and_stops_before_running_out_of_time(
         (models / sub).mkdir(parents=True)
         (models / sub / "config.json").write_text("{}")
     monkeypatch.setattr(run, "model_dirs", lambda: (models / "target", models / "drafter"))
+
+
+def test_measure_skips_finished_servers_and_stops_before_running_out_of_time(
+    tmp_path: Path, spec_trace: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results = _results(tmp_path, spec_trace)
+    _assembled(tmp_path, monkeypatch)
     started: list[str] = []
     monkeypatch.setattr(run.batteries, "Server", lambda *a, **k: started.append(a[2]))
     argv = ["measure", "--work", str(tmp_path), "--results", str(results), "--server", "exact-spec"]
@@ -471,14 +476,7 @@ def test_measure_runs_an_owed_prefill_stage_end_to_end(
     prefill.json, prefill.md and the stage's seconds in run.json are written."""
     results = _results(tmp_path, spec_trace)
     (results / "exact-spec" / "prefill.json").unlink()
-    for tree in ("patched/sglang", "stock/sglang", "deps"):
-        (tmp_path / tree).mkdir(parents=True)
-    (tmp_path / "deps" / ".complete").write_text("")
-    models = tmp_path / "models"
-    for sub in ("target", "drafter"):
-        (models / sub).mkdir(parents=True)
-        (models / sub / "config.json").write_text("{}")
-    monkeypatch.setattr(run, "model_dirs", lambda: (models / "target", models / "drafter"))
+    _assembled(tmp_path, monkeypatch)
 
     class Server:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
