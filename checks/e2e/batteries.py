@@ -229,6 +229,14 @@ def stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
             proc.wait()
 
 
+def with_long(command: list[str], lengths: str | None) -> list[str]:
+    """The command with its `--long` lengths replaced by `lengths` (unchanged without either)."""
+    if lengths is None or "--long" not in command:
+        return command
+    at = command.index("--long") + 1
+    return [*command[:at], lengths, *command[at + 1 :]]
+
+
 def fill(command: list[str], values: dict[str, str]) -> list[str]:
     out = []
     for arg in command:
@@ -346,10 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     for kind in ("short", "long"):
         if kind in refs_needed:
             ref = plan["references"][kind]
-            commands = [list(c) for c in ref["commands"]]
-            if kind == "long" and args.long:
-                for c in commands:
-                    c[c.index("--long") + 1] = args.long
+            commands = [with_long(c, args.long) for c in ref["commands"]]
             steps.append((ref["name"], ref["variant"], commands, None))
     for b in batteries:
         steps.append((b["name"], b["variant"], b["commands"], b["reference"]))

@@ -121,34 +121,24 @@ def main(argv: list[str] | None = None) -> int:
         try:
             ready = server.wait_ready(args.start_timeout)
             batteries.log(f"{name}: ready after {ready:.0f} s")
+            values = {
+                "URL": url,
+                "RECIPE": str(recipe),
+                "GOLDEN_DIR": str(args.golden_dir),
+                "OUT": str(step_out),
+                "BUILD_INFO": str(info),
+                "MODEL_SNAPSHOT": model,
+            }
             if step == "record":
                 # The record-golden app's commands (the plan's goldenRecord: the prompts, then the long
                 # prompts keyed <recipe>-long), each with its own report folder and this run's build id.
-                values = {
-                    "URL": url,
-                    "RECIPE": str(recipe),
-                    "GOLDEN_DIR": str(args.golden_dir),
-                    "BUILD_INFO": str(info),
-                    "MODEL_SNAPSHOT": model,
-                }
-                commands = []
-                for command, out in zip(plan["goldenRecord"]["commands"], ("short", "long"), strict=True):
-                    command = batteries.fill(command, values)
-                    if "--long" in command:
-                        command[command.index("--long") + 1] = lengths
-                    commands.append([*command, "--out", str(step_out / out)] + build_id)
+                commands = [
+                    [*batteries.fill(c, values), "--out", str(step_out / out), *build_id]
+                    for c, out in zip(plan["goldenRecord"]["commands"], ("short", "long"), strict=True)
+                ]
             else:
-                values = {
-                    "URL": url,
-                    "RECIPE": str(recipe),
-                    "GOLDEN_DIR": str(args.golden_dir),
-                    "OUT": str(step_out),
-                    "MODEL_SNAPSHOT": model,
-                }
                 commands = [batteries.fill(c, values) for c in golden_battery["commands"]]
-                for command in commands:
-                    if "--long" in command:
-                        command[command.index("--long") + 1] = lengths
+            commands = [batteries.with_long(c, lengths) for c in commands]
             for command in commands:
                 env_extra = {"BITEXACT_BUILD_INFO": str(info), "BITEXACT_BUILD_ID": args.build_id or name}
                 results.append(

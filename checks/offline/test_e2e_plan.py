@@ -65,3 +65,22 @@ def test_the_nondeterministic_copy_drops_only_the_flag(tmp_path: Path) -> None:
         assert env["BITEXACT_RECIPE"] == str(copy)
     with pytest.raises(SystemExit, match="no --enable-deterministic-inference to drop"):
         batteries.recipe_without_determinism(copy, tmp_path / "again.json")
+
+
+def test_long_lengths_replace_only_the_long_commands() -> None:
+    """batteries.with_long, as batteries.py (the long reference) and goldens.py (record and check) use it
+    on the committed plan's commands."""
+    sys.path.insert(0, str(REPO / "checks" / "e2e"))
+    import batteries
+
+    plan = json.loads(PLAN.read_text())
+    long_ref = plan["references"]["long"]["commands"][0]
+    changed = batteries.with_long(long_ref, "16k")
+    assert (
+        changed[changed.index("--long") + 1] == "16k"
+        and long_ref[long_ref.index("--long") + 1] == "16k,64k,128k"
+    )
+    assert [a for a in changed if a != "16k"] == [a for a in long_ref if a != "16k,64k,128k"]
+    short_ref = plan["references"]["short"]["commands"][0]
+    assert batteries.with_long(short_ref, "16k") == short_ref  # no --long: nothing to replace
+    assert batteries.with_long(long_ref, None) == long_ref
