@@ -89,7 +89,7 @@ RULES: tuple[Rule, ...] = (
     _rule(
         "attention",
         "Triton attention (decode, extend, verify rows)",
-        r"^_fwd_(grouped_)?kernel_stage[12]$|^_rows_stage[12]$|^_fwd_kernel(_unified|_dense_prefill)?$"
+        r"^_fwd_(grouped_)?kernel_stage[12]$|^(_shared)?_rows_stage[12]$|^_fwd_kernel(_unified|_dense_prefill)?$"
         r"|^_verify_(prefix_stage1|combine_stage2)$|^merge_state_kernel$|^_copy_unified_indices_kernel$",
     ),
     _rule("attention", "FlashAttention", r"flash::"),

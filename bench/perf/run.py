@@ -23,9 +23,10 @@ Per server, each stage is written as it finishes and skipped on a rerun when its
    --long-warmup warm-ups (default 131072 tokens, none: the server has prefilled 32768 by then, and with
    chunked prefill every chunk of a longer prompt has the shapes a 32768 prompt had); `--bench-tag TAG
    --lengths L` adds `bench-TAG.json` later without redoing the rest;
-4. `breakdown.json` + `profile/`: a streaming request at --profile-prompt tokens, SGLang's /start_profile
-   for --profile-steps forward steps (activities CPU and GPU, no stacks, no shapes), then
-   bench/perf/breakdown.py on the trace;
+4. `breakdown-<L>.json` + `profile-<L>/` for each L of --profile-prompt (default 2200, 32768, 131072): a
+   streaming request at L tokens, SGLang's /start_profile for --profile-steps forward steps (activities
+   CPU and GPU, no stacks, no shapes), then bench/perf/breakdown.py on the trace (results of earlier runs
+   named `breakdown.json` + `profile/` are read as the 2200-token profile);
 5. `prefill.json` + `prefill/`: /start_profile with shapes recorded, one request of --prefill-prompt
    tokens (max_new_tokens 1), /stop_profile, then bench/perf/prefill.py on the trace: the prefill's GPU
    time by component and GEMM by GEMM;
@@ -34,6 +35,7 @@ $OUT after every stage (at most 8 files come back: one tarball with the traces a
 
 Usage (repository root, GPU host, after checks/e2e/h200.sh stash/build and bench/perf/h200.sh model):
     python bench/perf/run.py measure --work WORK --results DIR --server exact-spec --out "$OUT"
+    python bench/perf/run.py warm --work WORK --server exact-spec --log FILE [--mem-fraction-static F]
     python bench/perf/run.py pack --results DIR --out "$OUT"
     python bench/perf/run.py summarize DIR [--markdown FILE]      # here too: the tables, from results
 Exit status: 0 done, 2 an error (named on stderr), 3 out of time in this call (rerun the same command).
@@ -71,7 +73,8 @@ LENGTHS = "640,2200,32768"
 LONG_LENGTHS = "131072"
 PREFILL_PROMPT = 32768
 NEW_TOKENS = 128
-PROFILE_PROMPT = 2200
+PROFILE_PROMPT = 2200  # the profile length of results written before profiles at every length
+PROFILE_PROMPTS = "2200,32768,131072"
 PROFILE_STEPS = 6
 PROFILE_TOKENS = 2048  # the profiled request's budget: it is aborted once the trace is written
 PROFILE_WAIT_S = 120.0  # for the trace after /start_profile, and again after /stop_profile
@@ -93,6 +96,13 @@ SERVERS = {
     for s in (
         ServerSpec("exact-spec", "patched", "perf-exact-spec", True, "exact, speculation on (the recipe)"),
         ServerSpec("stock-spec", "stock", "perf-stock-spec", True, "stock tree, no deterministic inference"),
+        ServerSpec(
+            "exact-spec-window",
+            "patched",
+            "perf-exact-spec-window",
+            True,
+            "exact, speculation on, the drafter's context capped at 4096 tokens",
+        ),
         ServerSpec("exact-no-spec", "patched", "no-spec", False, "exact, speculation off"),
         ServerSpec(
             "stock-no-spec",
@@ -293,17 +303,38 @@ def bench(
     return json.loads(done.stdout)
 
 
-def profile(spec: ServerSpec, args: argparse.Namespace, out: Path, port: int) -> Path:
+def profile_lengths(text: str) -> list[int]:
+    """--profile-prompt: comma-separated token counts, each at least 1."""
+    try:
+        lengths = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give token counts separated by commas") from None
+    if not lengths or min(lengths) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: every length must be 1 or more")
+    return lengths
+
+
+def breakdown_files(folder: Path) -> dict[int, Path]:
+    """Profile length -> its breakdown JSON in a server folder (the legacy single profile as 2200)."""
+    found = {int(p.stem.split("-", 1)[1]): p for p in folder.glob("breakdown-*.json")}
+    legacy = folder / "breakdown.json"
+    if legacy.exists() and PROFILE_PROMPT not in found:
+        found[PROFILE_PROMPT] = legacy
+    return dict(sorted(found.items()))
+
+
+def profile(spec: ServerSpec, args: argparse.Namespace, out: Path, port: int, length: int) -> Path:
     """A trace of --profile-steps forward steps in the middle of a long single-stream decode."""
-    folder = (out / "profile").resolve()
+    folder = (out / f"profile-{length}").resolve()
     folder.mkdir(parents=True, exist_ok=True)
     rng = random.Random(20261130)
-    ids = [rng.randrange(3, 3012) for _ in range(args.profile_prompt)]  # byte and letter-pair tokens
+    ids = [rng.randrange(3, 3012) for _ in range(length)]  # byte and letter-pair tokens
     stream = Stream(port, ids, PROFILE_TOKENS)
     stream.start()
     started = time.monotonic()
+    # the first chunk waits for the whole prefill (about 55 s at 131072 tokens on the H200)
     while stream.chunks < 8:
-        if not stream.is_alive() or time.monotonic() - started > 180:
+        if not stream.is_alive() or time.monotonic() - started > 180 + length / 1000:
             raise RunError(f"the profiled request did not stream 8 chunks ({stream.error or 'timeout'})")
         time.sleep(0.2)
     body = {
@@ -398,9 +429,9 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
     out = args.results / spec.name
     out.mkdir(parents=True, exist_ok=True)
     bench_plan = [b for b in benches(args) if not (out / f"{b[0]}.json").exists()]
-    need_profile = not args.no_profile and not (out / "breakdown.json").exists()
+    profiles = [] if args.no_profile else [n for n in args.profile_prompt if n not in breakdown_files(out)]
     need_prefill = not args.no_profile and args.prefill_prompt > 0 and not (out / "prefill.json").exists()
-    if not (bench_plan or need_profile or need_prefill) and (out / "meta.json").exists():
+    if not (bench_plan or profiles or need_prefill) and (out / "meta.json").exists():
         log(f"{spec.name}: results exist in {out}, skipped")
         return
     if deadline - time.monotonic() < args.start_timeout + 60:
@@ -439,18 +470,20 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
             timings[f"{name}_s"] = round(time.monotonic() - began, 1)
             log(f"{spec.name}: {name} done in {timings[f'{name}_s']} s")
             pack_if(args, [spec.name])
-        if need_profile:
+        for length in profiles:
             result = traced_stage(
                 spec,
                 out,
                 deadline,
-                "breakdown.json",
-                lambda: profile(spec, args, out, args.port),
+                f"breakdown-{length}.json",
+                lambda length=length: profile(spec, args, out, args.port, length),
                 breakdown.analyse,
             )
-            (out / "breakdown.md").write_text(breakdown.markdown(result, f"{spec.name}: {spec.description}"))
-            timings["profile_s"] = result.pop("_stage_s")
-            log(f"{spec.name}: breakdown written ({result['cycles']} cycles)")
+            (out / f"breakdown-{length}.md").write_text(
+                breakdown.markdown(result, f"{spec.name}: {spec.description}, {length}-token context")
+            )
+            timings[f"profile_{length}_s"] = result.pop("_stage_s")
+            log(f"{spec.name}: breakdown at {length} tokens written ({result['cycles']} cycles)")
             pack_if(args, [spec.name])
         if need_prefill:
             found = traced_stage(
@@ -474,6 +507,33 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
             timings["host"] = json.loads(report.read_text()).get("host")
         (out / "run.json").write_text(json.dumps(timings, indent=1) + "\n")
         pack_if(args, [spec.name])
+
+
+def warm(args: argparse.Namespace) -> int:
+    """Start a server until it is ready, then stop it: its Triton kernels compile into the on-disk cache
+    (minutes for the exact server's first start), so that a later, measured start is warm. With
+    --mem-fraction-static it can share the card with runs that do not time anything."""
+    check_ready(args.work)
+    spec = SERVERS[args.server]
+    args.log.parent.mkdir(parents=True, exist_ok=True)
+    recipe = RECIPE
+    if args.mem_fraction_static is not None:
+        recipe = batteries.recipe_with_memory(
+            RECIPE, args.mem_fraction_static, args.log.with_suffix(".recipe.json")
+        )
+    log(f"{spec.name}: warming ({spec.tree} tree, variant {spec.variant})")
+    try:
+        server = batteries.Server(args.work, spec.tree, spec.variant, args.port, args.log, recipe)
+    except batteries.PortTaken as error:
+        raise RunError(f"{spec.name}: {error}") from None
+    try:
+        ready = server.wait_ready(args.start_timeout)
+    except RuntimeError as error:
+        raise RunError(f"{spec.name}: {error}; see {args.log}") from None
+    finally:
+        server.stop()
+    log(f"{spec.name}: ready after {ready:.1f} s, stopped")
+    return 0
 
 
 def measure(args: argparse.Namespace) -> int:
@@ -535,9 +595,9 @@ def server_text(folder: Path) -> str:
                 for r in rows
             )
         )
-    for name in ("breakdown.md", "prefill.md"):
-        if (folder / name).exists():
-            parts.append(f"== {name}\n" + (folder / name).read_text())
+    for path in [*sorted(folder.glob("breakdown*.md")), folder / "prefill.md"]:
+        if path.exists():
+            parts.append(f"== {path.name}\n" + path.read_text())
     return "\n\n".join(parts) + "\n"
 
 
@@ -645,7 +705,12 @@ def summarize(results: Path) -> str:
         )
     benches = {name: _bench_rows(folder) for name, folder in servers.items()}
     metas = {name: _load(folder, "meta.json") for name, folder in servers.items()}
-    breakdowns = {name: _load(folder, "breakdown.json") for name, folder in servers.items()}
+    profiled = {
+        name: {n: json.loads(path.read_text()) for n, path in breakdown_files(folder).items()}
+        for name, folder in servers.items()
+    }
+    lengths_profiled = sorted({n for per in profiled.values() for n in per})
+    breakdowns = {name: per.get(PROFILE_PROMPT) for name, per in profiled.items()}
     lines = ["## Decode rate and time to first token (single stream)", ""]
     lengths = sorted({r["prompt_tokens"] for rows in benches.values() for r in rows})
     names = list(servers)
@@ -667,8 +732,33 @@ def summarize(results: Path) -> str:
     lines += ratio_lines(benches)
     lines += consistency(benches, breakdowns)
     lines += ["", "## Where the GPU time goes, per cycle", ""]
+    lines += breakdown_sections(names, breakdowns)
+    for length in (n for n in lengths_profiled if n != PROFILE_PROMPT):
+        at = {name: per.get(length) for name, per in profiled.items()}
+        lines += consistency(benches, at, length)
+        lines += ["", f"## Where the GPU time goes, per cycle, at {length} tokens of context", ""]
+        lines += breakdown_sections(names, at)
+    if len(lengths_profiled) > 1:
+        lines += every_length_table(names, profiled)
+    lines += prefill_lines({name: _load(folder, "prefill.json") for name, folder in servers.items()})
+    for length in lengths_profiled:
+        exact, stock = profiled.get("exact-spec", {}).get(length), profiled.get("stock-spec", {}).get(length)
+        if not (exact and stock):
+            continue
+        e_us = {c: exact["per_cycle_us"][c] for c in target_estimate.COMPONENTS}
+        s_us = {c: stock["per_cycle_us"][c] for c in target_estimate.COMPONENTS}
+        heading = "## Target card: a model, not a measurement"
+        lines += [heading if length == PROFILE_PROMPT else f"{heading} ({length} tokens of context)", ""]
+        for route in (target_estimate.ROUTE_OVER_CUBLAS, None):
+            est = target_estimate.estimate(e_us, s_us, route_over_cublas=route)
+            lines.append(target_estimate.markdown(est, e_us, s_us))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def breakdown_sections(names: list[str], breakdowns: dict[str, Any]) -> list[str]:
+    lines = []
     for n in names:
-        if breakdowns[n]:
+        if breakdowns.get(n):
             tokens = accept_len(SERVERS[n]) or 1.0
             lines.append(breakdown.markdown(breakdowns[n], f"{n}: {SERVERS[n].description}"))
             why = "simulated accept length" if SERVERS[n].speculative else "plain decode"
@@ -677,16 +767,26 @@ def summarize(results: Path) -> str:
                 f"Tokens per cycle: {tokens:g} ({why}); GPU kernel time per output token "
                 f"{per_token:.1f} us.\n"
             )
-    lines += prefill_lines({name: _load(folder, "prefill.json") for name, folder in servers.items()})
-    exact, stock = breakdowns.get("exact-spec"), breakdowns.get("stock-spec")
-    if exact and stock:
-        e_us = {c: exact["per_cycle_us"][c] for c in target_estimate.COMPONENTS}
-        s_us = {c: stock["per_cycle_us"][c] for c in target_estimate.COMPONENTS}
-        lines += ["## Target card: a model, not a measurement", ""]
-        for route in (target_estimate.ROUTE_OVER_CUBLAS, None):
-            est = target_estimate.estimate(e_us, s_us, route_over_cublas=route)
-            lines.append(target_estimate.markdown(est, e_us, s_us))
-    return "\n".join(lines).rstrip() + "\n"
+    return lines
+
+
+def every_length_table(names: list[str], profiled: dict[str, dict[int, Any]]) -> list[str]:
+    """One row per server and profiled context: the components per cycle and attention by step."""
+    lines = [
+        "## Per cycle at every profiled context (us; attention split by step)",
+        "",
+        "| server | context tokens | gemm | gdn | attention | rest | total | DRAFT attention "
+        "| VERIFY attention |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in names:
+        for length, result in profiled[n].items():
+            us, by_step = result["per_cycle_us"], result["by_step_us"]
+            steps = [by_step.get(k, {}).get("attention") for k in ("DRAFT", "VERIFY")]
+            cells = [f"{us[c]:.1f}" for c in (*breakdown.COMPONENTS, "total")]
+            cells += ["-" if v is None else f"{v:.1f}" for v in steps]
+            lines.append(f"| {n} | {length} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -709,7 +809,12 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--new-tokens", type=int, default=NEW_TOKENS)
     m.add_argument("--warmup", type=int, default=1)
     m.add_argument("--tokenizer", help="bench prompts' tokenizer (default: the 27B-shaped target's folder)")
-    m.add_argument("--profile-prompt", type=int, default=PROFILE_PROMPT, help="profiled context, tokens")
+    m.add_argument(
+        "--profile-prompt",
+        type=profile_lengths,
+        default=profile_lengths(PROFILE_PROMPTS),
+        help=f"profiled contexts, tokens, comma-separated (default {PROFILE_PROMPTS})",
+    )
     m.add_argument("--profile-steps", type=int, default=PROFILE_STEPS, help="forward steps profiled")
     m.add_argument(
         "--prefill-prompt",
@@ -722,6 +827,13 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--start-timeout", type=float, default=420.0)
     m.add_argument("--deadline-s", type=float, default=560.0, help="this call's time budget")
     m.add_argument("--out", type=Path, help="pack results here after every stage (the device tool's $OUT)")
+    w = sub.add_parser("warm", help="start one server until ready and stop it (fills the kernel cache)")
+    w.add_argument("--work", type=Path, required=True, help="checks/e2e/assemble.py's folder")
+    w.add_argument("--server", required=True, choices=list(SERVERS))
+    w.add_argument("--log", type=Path, required=True, help="the server's log")
+    w.add_argument("--mem-fraction-static", type=float, help="replace the recipe's (to share the card)")
+    w.add_argument("--port", type=int, default=batteries.PORT)
+    w.add_argument("--start-timeout", type=float, default=900.0)
     p = sub.add_parser("pack", help="copy results into $OUT within the device tool's limits")
     p.add_argument("--results", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
@@ -734,6 +846,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.verb == "measure":
             args.results = args.results.resolve()
             return measure(args)
+        if args.verb == "warm":
+            return warm(args)
         if args.verb == "pack":
             for path in pack(args.results, args.out, args.server or list(SERVERS)):
                 print(path)

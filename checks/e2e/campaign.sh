@@ -16,6 +16,11 @@
 # (record, then an unchanged restart checked; long prompts 16k only) at --mem-fraction-static 0.6, and the
 # stock tree without --enable-deterministic-inference through the parity, repeat and capacity batteries at
 # 0.1 (results under e2e/stock-nondeterministic).
+# PLAN long (issue 26; after `bench/perf/h200.sh model` too): K alone, the attention kernels' benchmark
+# (bench/kernels/bench_attn_verify.py); C side by side, nothing timed: the exact 27B-shaped server's
+# first start (its kernels compile into the cache), checks/gpu, the patched tree's parity and capacity
+# batteries and the golden checks of the new build (tiny model, --mem-fraction-static 0.1 each); P alone,
+# the exact speculative and exact no-spec 27B-shaped servers, profiled at 2200, 32768 and 131072 tokens.
 set -uo pipefail
 work=${E2E_WORK:-/tmp/bitexact-e2e}
 camp=${CAMPAIGN_DIR:-/tmp/bitexact-campaign}
@@ -81,11 +86,53 @@ phases_perf() {
   touch "$camp/done"
 }
 
+phases_long() {
+  local res=$camp/res repo=$camp/repo
+  cd "$repo" || exit 2
+  mkdir -p "$res/kernels"
+  local tree=(env "PYTHONPATH=$work/deps" "BITEXACT_SGLANG_TREE=$work/patched")
+  echo "phase K $(date -u +%T)"
+  "${tree[@]}" OUT="$res/kernels" "$py" bench/kernels/bench_attn_verify.py > "$res/kernels/bench.log" 2>&1
+  echo "kernel bench exit $? $(date -u +%T)"
+  echo "phase C $(date -u +%T)"
+  # The exact 27B-shaped server's first start compiles its kernels (minutes): here, beside runs that time
+  # nothing, at a share of the card; it is first, so its pools are sized before the others start.
+  "$py" bench/perf/run.py warm --work "$work" --server exact-spec --log "$res/warm/exact-spec.log" \
+    --mem-fraction-static 0.55 --port 30030 > "$res/stream-warm.log" 2>&1 &
+  sleep 90
+  "${tree[@]}" "$py" -m pytest -q -rs -p no:cacheprovider --import-mode=importlib checks/gpu \
+    > "$res/kernels/gpu-checks.log" 2>&1 &
+  local parity=gpu-parity-recipe,gpu-parity-forced-reject,gpu-parity-inflight-8,gpu-parity-long,gpu-repeat
+  local capacity=gpu-capacity-max-running-1,gpu-capacity-max-seqs-32,gpu-capacity-chunked-prefill-4096
+  capacity+=,gpu-capacity-chunked-prefill-16384,gpu-capacity-cuda-graph-decode-bs-1
+  capacity+=,gpu-capacity-cuda-graph-decode-bs-32
+  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$parity" --out "$res/e2e" \
+    --port 30000 --mem-fraction-static 0.1 > "$res/stream-parity.log" 2>&1 &
+  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$capacity" --out "$res/e2e-capacity" \
+    --port 30001 --mem-fraction-static 0.1 > "$res/stream-capacity.log" 2>&1 &
+  local golden=$res/golden
+  mkdir -p "$golden" && cp -r checks/golden/. "$golden/"
+  "$py" checks/e2e/goldens.py --work "$work" --golden-dir "$golden" --build-id "$BUILD_ID" \
+    --out "$res/goldens" --port 30002 --mem-fraction-static 0.1 check:new-kernels=patched \
+    check:new-kernels-no-spec=patched:no-spec > "$res/stream-golden.log" 2>&1 &
+  wait
+  echo "phase P $(date -u +%T)"
+  "$py" bench/perf/run.py measure --work "$work" --results "$res/perf" --server exact-spec \
+    --prefill-prompt 0 --start-timeout 900 --deadline-s 100000 >> "$res/stream-perf.log" 2>&1
+  echo "exact-spec exit $? $(date -u +%T)"
+  "$py" bench/perf/run.py measure --work "$work" --results "$res/perf" --server exact-no-spec \
+    --prefill-prompt 0 --profile-prompt 2200,131072 --start-timeout 900 --deadline-s 100000 \
+    >> "$res/stream-perf.log" 2>&1
+  echo "exact-no-spec exit $? $(date -u +%T)"
+  echo "done $(date -u +%T)"
+  touch "$camp/done"
+}
+
 case "$step" in
   start)
     BUILD_ID=${2:?start BUILD_ID}
     plan=${3:-e2e}
-    case "$plan" in e2e | perf) ;; *) echo "campaign.sh: unknown plan $plan (e2e or perf)" >&2; exit 2 ;; esac
+    case "$plan" in e2e | perf | long) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf or long)" >&2; exit 2 ;; esac
     export BUILD_ID
     rm -rf "$camp" && mkdir -p "$camp/repo"
     # A copy: later calls replace the working tree under the running phases.

@@ -4,8 +4,11 @@ The backend's `__init__` needs a whole ModelRunner and a published server config
 test (init_forward_metadata, forward_extend, forward_decode, the CUDA-graph metadata path) read only
 the attributes set in `make_backend`, with the values `__init__` computes for a GQA model under
 `--enable-deterministic-inference` on CUDA (fixed split tile 256, no lean decode, no DCP, no window).
-Pools, the KV index translator, the layer, the batches and the DFLASH verify input are SGLang's own
+Pools, the KV index translator, the layers, the batches and the DFLASH verify input are SGLang's own
 classes. Import this module only after `sglang_tree.install`.
+
+References: decode is the stock backend's forward_decode (SGLang's own split-KV decode kernels; the
+patched backend routes decode through the patch's kernels, whose bits are what is being checked).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from sglang.kernels.ops.attention.extend_attention import (
     extend_attention_fwd_unified,
 )
 from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
-from sglang.srt.layers.radix_attention import RadixAttention
+from sglang.srt.layers.radix_attention import AttentionType, RadixAttention
 from sglang.srt.mem_cache.kv_index_translator import KVIndexTranslator
 from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
 from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
@@ -32,6 +35,7 @@ from sglang.srt.speculative.dflash_info import DFlashVerifyInput
 NUM_HEADS = 24
 NUM_KV_HEADS = 4
 HEAD_DIM = 256
+GEOMETRY = (NUM_HEADS, NUM_KV_HEADS, HEAD_DIM)
 # The recipe's --context-length; it fixes max_kv_splits = 1024 as in serving. The variable only exists
 # to debug the harness under TRITON_INTERPRET=1 on a CPU, where 1024 splits per row are too slow.
 CONTEXT_LEN = int(os.environ.get("BITEXACT_ATTN_CONTEXT_LEN", "262144"))
@@ -43,7 +47,10 @@ def make_backend(
     req_pool: ReqToTokenPool,
     num_draft_tokens: int,
     exact: bool = True,
+    geometry: tuple[int, int, int] = GEOMETRY,
+    deterministic: bool = True,
 ) -> TritonAttnBackend:
+    num_heads, num_kv_heads, head_dim = geometry
     device = pool.device
     backend = object.__new__(TritonAttnBackend)
     backend.decode_attention_fwd = decode_attention_fwd
@@ -77,9 +84,9 @@ def make_backend(
     backend.use_mla = False
     backend.is_hip_dspark_draft = False
     backend.dcp_size, backend.dcp_rank = 1, 0
-    backend.num_head = NUM_HEADS
-    backend.num_kv_head = NUM_KV_HEADS
-    backend.v_head_dim = HEAD_DIM
+    backend.num_head = num_heads
+    backend.num_kv_head = num_kv_heads
+    backend.v_head_dim = head_dim
     backend.swa_v_head_dim = None
     backend.max_context_len = CONTEXT_LEN
     backend.device = device
@@ -88,10 +95,12 @@ def make_backend(
     )
     backend.use_pdl = False
     backend.allow_bidirectional_attention_in_extend = False
-    backend.enable_deterministic = True
-    backend.split_tile_size = SPLIT_TILE
+    backend.enable_deterministic = deterministic
+    # stock SGLang without --enable-deterministic-inference: no split tile, adaptive split counts up
+    # to triton_attention_num_kv_splits (8 by default)
+    backend.split_tile_size = SPLIT_TILE if deterministic else None
     backend.static_kv_splits = False
-    backend.max_kv_splits = (CONTEXT_LEN + SPLIT_TILE - 1) // SPLIT_TILE
+    backend.max_kv_splits = (CONTEXT_LEN + SPLIT_TILE - 1) // SPLIT_TILE if deterministic else 8
     max_bs = req_pool.size
     backend.kv_indptr = torch.zeros((max_bs + 1,), dtype=torch.int32, device=device)
     backend.window_kv_indptr = None
@@ -113,6 +122,7 @@ class VerifyCase:
     backend: TritonAttnBackend
     stock: TritonAttnBackend
     layer: RadixAttention
+    draft_layer: RadixAttention  # the DFLASH drafter's: non-causal over context and block
     prefix_lens: list[int]
     width: int
     req_pool_indices: torch.Tensor
@@ -162,6 +172,25 @@ class VerifyCase:
             seq_lens_sum=int(lens.sum()),
         )
 
+    def subset(self, requests: list[int]) -> VerifyCase:
+        """The same requests (same pools, queries and drafts) as a smaller batch."""
+        picked = torch.cat([torch.arange(b * self.width, (b + 1) * self.width) for b in requests]).to(
+            self.q.device
+        )
+        return VerifyCase(
+            backend=self.backend,
+            stock=self.stock,
+            layer=self.layer,
+            draft_layer=self.draft_layer,
+            prefix_lens=[self.prefix_lens[b] for b in requests],
+            width=self.width,
+            req_pool_indices=self.req_pool_indices[requests],
+            slots=[self.slots[b] for b in requests],
+            q=self.q[picked],
+            k_draft=self.k_draft[picked],
+            v_draft=self.v_draft[picked],
+        )
+
     def rows(self, step: int) -> slice:
         return slice(step, None, self.width)
 
@@ -170,14 +199,22 @@ class VerifyCase:
         backend.init_forward_metadata(batch)
         return backend.forward_extend(self.q, self.k_draft, self.v_draft, self.layer, batch)
 
-    def run_decode(self) -> torch.Tensor:
-        """Decode's output for every (request, draft position), laid out like the verify output."""
+    def run_draft(self, backend: TritonAttnBackend) -> torch.Tensor:
+        """The drafter's attention: every block position sees the context and the whole block."""
+        batch = self.verify_batch()
+        backend.init_forward_metadata(batch)
+        return backend.forward_extend(self.q, self.k_draft, self.v_draft, self.draft_layer, batch)
+
+    def run_decode(self, backend: TritonAttnBackend | None = None) -> torch.Tensor:
+        """Decode's output for every (request, draft position), laid out like the verify output; by
+        default SGLang's own decode (the stock backend)."""
+        backend = backend or self.stock
         out = torch.empty_like(self.q)
         for step in range(self.width):
             batch = self.decode_batch(step)
-            self.backend.init_forward_metadata(batch)
+            backend.init_forward_metadata(batch)
             idx = self.rows(step)
-            out[idx] = self.backend.forward_decode(
+            out[idx] = backend.forward_decode(
                 self.q[idx].contiguous(),
                 self.k_draft[idx].contiguous(),
                 self.v_draft[idx].contiguous(),
@@ -188,8 +225,14 @@ class VerifyCase:
 
 
 def make_case(
-    prefix_lens: list[int], width: int, seed: int = 0, device: str = "cuda", max_bs: int | None = None
+    prefix_lens: list[int],
+    width: int,
+    seed: int = 0,
+    device: str = "cuda",
+    max_bs: int | None = None,
+    geometry: tuple[int, int, int] = GEOMETRY,
 ) -> VerifyCase:
+    num_heads, num_kv_heads, head_dim = geometry
     gen = torch.Generator(device="cpu").manual_seed(seed)
     bs = len(prefix_lens)
     total = sum(p + width for p in prefix_lens)
@@ -197,8 +240,8 @@ def make_case(
         size=total + 1,
         page_size=1,
         dtype=torch.bfloat16,
-        head_num=NUM_KV_HEADS,
-        head_dim=HEAD_DIM,
+        head_num=num_kv_heads,
+        head_dim=head_dim,
         layer_num=1,
         device=device,
         enable_memory_saver=False,
@@ -220,18 +263,23 @@ def make_case(
     k_buf.copy_(torch.randn(k_buf.shape, generator=gen, dtype=torch.float32).to(torch.bfloat16))
     v_buf.copy_(torch.randn(v_buf.shape, generator=gen, dtype=torch.float32).to(torch.bfloat16))
     draft = torch.cat([s[p:] for s, p in zip(slots, prefix_lens, strict=True)])
-    q = torch.randn((bs * width, NUM_HEADS * HEAD_DIM), generator=gen, dtype=torch.float32)
-    layer = RadixAttention(
-        num_heads=NUM_HEADS,
-        head_dim=HEAD_DIM,
-        scaling=HEAD_DIM**-0.5,
-        num_kv_heads=NUM_KV_HEADS,
-        layer_id=0,
-    )
+    q = torch.randn((bs * width, num_heads * head_dim), generator=gen, dtype=torch.float32)
+    layers = [
+        RadixAttention(
+            num_heads=num_heads,
+            head_dim=head_dim,
+            scaling=head_dim**-0.5,
+            num_kv_heads=num_kv_heads,
+            layer_id=0,
+            attn_type=attn_type,
+        )
+        for attn_type in (AttentionType.DECODER, AttentionType.ENCODER_ONLY)
+    ]
     return VerifyCase(
-        backend=make_backend(pool, req_pool, width, exact=True),
-        stock=make_backend(pool, req_pool, width, exact=False),
-        layer=layer,
+        backend=make_backend(pool, req_pool, width, exact=True, geometry=geometry),
+        stock=make_backend(pool, req_pool, width, exact=False, geometry=geometry),
+        layer=layers[0],
+        draft_layer=layers[1],
         prefix_lens=list(prefix_lens),
         width=width,
         req_pool_indices=torch.arange(bs, dtype=torch.int64, device=device),

@@ -1,9 +1,11 @@
-"""Patch 0003: target-verify attention gives decode's bits, eager and under CUDA-graph replay.
+"""Patch 0003: verify rows give decode's bits, decode through the patch keeps them, draft rows are fast
+and repeatable; eager and under CUDA-graph replay.
 
 Every check calls the patched TritonAttnBackend methods (init_forward_metadata, forward_extend,
-forward_decode, init_cuda_graph_state, init_forward_metadata_out_graph) on SGLang's own pools, layer,
+forward_decode, init_cuda_graph_state, init_forward_metadata_out_graph) on SGLang's own pools, layers,
 batches and DFLASH verify input, with SGLang's Triton kernels. Reference: the same tokens decoded one
-step at a time (forward_decode). Equality is bitwise (torch.equal).
+step at a time by SGLang's own decode (the stock backend's forward_decode). Equality is bitwise
+(torch.equal on the bf16 outputs).
 """
 
 from __future__ import annotations
@@ -13,11 +15,36 @@ import os
 import pytest
 
 WIDTH = 8  # --speculative-num-draft-tokens 8
+QWEN = (24, 4, 256)  # the 27B shape's full-attention layers (query heads, KV heads, head dim)
+OTHER = (32, 8, 128)  # a common GQA shape nothing else in the series assumes
 
 # Around the split tile (256): the last draft row crosses into a new split where prefix + j + 1 passes a
-# multiple of 256. Plus the recipe's own reference prompts (640, 2.2k) and long contexts up to 128k.
-SHORT_PREFIXES = [1, 7, 248, 249, 255, 256, 257, 504, 511, 512, 513, 640, 767, 1023, 1024, 2200]
-LONG_PREFIXES = [8191, 32768, 65533, 131072]
+# multiple of 256; below 1793 tokens rows of one request get different split sizes. Plus the recipe's
+# reference prompts (640, 2.2k) and prefixes no earlier check listed (4097, 33333).
+SHORT_PREFIXES = [
+    1,
+    7,
+    248,
+    249,
+    255,
+    256,
+    257,
+    504,
+    511,
+    512,
+    513,
+    640,
+    767,
+    1023,
+    1024,
+    1785,
+    1793,
+    2200,
+    4097,
+]
+LONG_PREFIXES = [8191, 32768, 33333, 65533, 131072]
+OTHER_PREFIXES = [1, 257, 1000, 4097, 33333, 131072]
+MIXED = [[3, 255, 256, 640, 1000, 2200, 4097, 9000], [1, 257, 4097, 33333], [131072, 1, 2200]]
 
 
 @pytest.fixture(scope="module")
@@ -38,30 +65,38 @@ def _first_difference(a, b):
 def assert_bitwise(got, want, what: str) -> None:
     import torch
 
-    assert torch.equal(got, want), (
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (
         f"{what}: rows differing (first 5, max abs diff) {_first_difference(got, want)}"
     )
 
 
+def _verify_equals_decode(harness, prefixes: list[int], geometry: tuple[int, int, int], seed: int) -> None:
+    case = harness.make_case(prefixes, WIDTH, seed=seed, geometry=geometry)
+    decoded = case.run_decode()
+    assert_bitwise(case.run_verify(case.backend), decoded, f"verify rows vs decode {prefixes} {geometry}")
+    assert_bitwise(case.run_decode(case.backend), decoded, f"patched decode vs decode {prefixes} {geometry}")
+
+
 @pytest.mark.parametrize("prefix", SHORT_PREFIXES)
 def test_verify_rows_equal_decode(harness, prefix: int) -> None:
-    case = harness.make_case([prefix], WIDTH, seed=prefix)
-    decoded = case.run_decode()
-    assert_bitwise(case.run_verify(case.backend), decoded, "verify rows vs decode")
+    _verify_equals_decode(harness, [prefix], QWEN, seed=prefix)
 
 
 @pytest.mark.parametrize("prefix", LONG_PREFIXES)
 def test_verify_rows_equal_decode_long(harness, prefix: int) -> None:
-    case = harness.make_case([prefix], WIDTH, seed=prefix)
-    decoded = case.run_decode()
-    assert_bitwise(case.run_verify(case.backend), decoded, "verify rows vs decode")
+    _verify_equals_decode(harness, [prefix], QWEN, seed=prefix)
 
 
-def test_verify_batch_of_eight_equal_decode(harness) -> None:
-    """Eight requests in flight (the recipe's --max-running-requests), mixed lengths."""
-    case = harness.make_case([3, 255, 256, 640, 1000, 2200, 4097, 9000], WIDTH, seed=8)
-    decoded = case.run_decode()
-    assert_bitwise(case.run_verify(case.backend), decoded, "verify rows vs decode")
+@pytest.mark.parametrize("prefix", OTHER_PREFIXES)
+def test_verify_rows_equal_decode_other_geometry(harness, prefix: int) -> None:
+    _verify_equals_decode(harness, [prefix], OTHER, seed=prefix + 1)
+
+
+@pytest.mark.parametrize("geometry", [QWEN, OTHER], ids=["24-4x256", "32-8x128"])
+@pytest.mark.parametrize("prefixes", MIXED, ids=["eight", "four", "three-long"])
+def test_verify_mixed_batch_equal_decode(harness, prefixes: list[int], geometry) -> None:
+    """Several requests in flight (the recipe allows 8), mixed lengths, one verify batch."""
+    _verify_equals_decode(harness, prefixes, geometry, seed=len(prefixes))
 
 
 def test_stock_verify_differs_from_decode(harness) -> None:
@@ -80,15 +115,36 @@ def test_stock_verify_differs_from_decode(harness) -> None:
     assert differing, "stock verify equalled decode at every prefix: the check could not catch a regression"
 
 
+def _relative_error(got, want) -> float:
+    return float((got.float() - want.float()).norm() / want.float().norm())
+
+
+@pytest.mark.parametrize("geometry", [QWEN, OTHER], ids=["24-4x256", "32-8x128"])
+@pytest.mark.parametrize("prefix", [1, 257, 2200, 33333, 131072])
+def test_draft_rows_compute_the_drafters_attention(harness, prefix: int, geometry) -> None:
+    """The drafter's non-causal block: the stock unified kernel's function (bf16 rounding apart), the
+    same bits run to run, and a request's rows alone equal its rows in a batch."""
+    case = harness.make_case([prefix, 640, 5], WIDTH, seed=prefix + 7, geometry=geometry)
+    got = case.run_draft(case.backend)
+    want = case.run_draft(case.stock)
+    error = _relative_error(got, want)
+    assert error < 1e-2, f"draft rows vs the stock unified kernel: relative error {error}"
+    assert_bitwise(case.run_draft(case.backend), got, "draft rows, second run")
+    alone = case.subset([0])
+    assert_bitwise(alone.run_draft(alone.backend), got[:WIDTH], "draft rows alone vs in a batch")
+
+
 @pytest.mark.parametrize("prefixes", [[640], [255, 257, 2200, 1]], ids=["bs1", "bs4"])
 def test_verify_cuda_graph_replay_equals_decode(harness, prefixes: list[int]) -> None:
-    """Captured with the graph runner's fill lengths, replayed with the real ones."""
+    """Captured with the graph runner's fill lengths, replayed with the real ones: verify rows equal
+    decode and draft rows equal their eager selves."""
     import torch
 
     max_bs = 4
     case = harness.make_case(prefixes, WIDTH, seed=len(prefixes), max_bs=max_bs)
     backend = case.backend
     decoded = case.run_decode()
+    eager_draft = case.run_draft(backend)
     case.run_verify(backend)  # eager first: compiles the kernels outside the capture
     backend.init_cuda_graph_state(max_bs, max_bs * WIDTH)
     fill = backend.get_cuda_graph_seq_len_fill_value()
@@ -99,13 +155,50 @@ def test_verify_cuda_graph_replay_equals_decode(harness, prefixes: list[int]) ->
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
         out = backend.forward_extend(case.q, case.k_draft, case.v_draft, case.layer, capture_batch)
+        draft = backend.forward_extend(case.q, case.k_draft, case.v_draft, case.draft_layer, capture_batch)
     torch.cuda.current_stream().wait_stream(stream)
     for _ in range(2):
         out.zero_()
+        draft.zero_()
         backend.init_forward_metadata_out_graph(case.verify_batch(), in_capture=False)
         graph.replay()
         torch.cuda.synchronize()
         assert_bitwise(out, decoded, "replayed rows vs decode")
+        assert_bitwise(draft, eager_draft, "replayed draft rows vs eager draft rows")
+
+
+@pytest.mark.parametrize("prefixes", [[2200], [255, 257, 33333, 1]], ids=["bs1", "bs4"])
+def test_decode_cuda_graph_replay_equals_decode(harness, prefixes: list[int]) -> None:
+    """Decode through the patch, captured in a graph and replayed, equals SGLang's decode."""
+    import torch
+
+    max_bs = 4
+    case = harness.make_case(prefixes, WIDTH, seed=11, max_bs=max_bs)
+    backend = case.backend
+    step = WIDTH - 1
+    want = case.run_decode()[case.rows(step)]
+    batch = case.decode_batch(step)
+    idx = case.rows(step)
+    q, k, v = (t[idx].contiguous() for t in (case.q, case.k_draft, case.v_draft))
+    backend.init_forward_metadata(batch)
+    backend.forward_decode(q, k, v, case.layer, batch)  # compile outside the capture
+    backend.init_cuda_graph_state(max_bs, max_bs * WIDTH)
+    fill = backend.get_cuda_graph_seq_len_fill_value()
+    capture = case.decode_batch(step)
+    capture.seq_lens = torch.full_like(capture.seq_lens, fill)
+    backend.init_forward_metadata_out_graph(capture, in_capture=True)
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        out = backend.forward_decode(q, k, v, case.layer, capture)
+    torch.cuda.current_stream().wait_stream(stream)
+    for _ in range(2):
+        out.zero_()
+        backend.init_forward_metadata_out_graph(batch, in_capture=False)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_bitwise(out, want, "replayed patched decode vs decode")
 
 
 def test_exact_refill_is_device_only(harness) -> None:
@@ -137,9 +230,12 @@ def test_exact_refill_is_device_only(harness) -> None:
     backend.init_forward_metadata(batch)  # eager build of the same rows
     eager = exact_verify_state(backend).current
     assert filled.rows == eager.rows == case.bs * WIDTH
-    assert torch.equal(filled.kv_indptr, eager.kv_indptr)
-    assert torch.equal(filled.num_kv_splits, eager.num_kv_splits)
-    total = int(eager.kv_indptr[-1])
+    assert torch.equal(filled.req_kv_indptr, eager.req_kv_indptr)
+    for name in ("causal", "block"):
+        assert torch.equal(getattr(filled, name).lens, getattr(eager, name).lens), name
+        assert torch.equal(getattr(filled, name).splits, getattr(eager, name).splits), name
+    total = int(eager.req_kv_indptr[-1])
+    assert total == sum(p + WIDTH for p in case.prefix_lens)
     assert torch.equal(filled.kv_indices[:total], eager.kv_indices[:total])
 
 

@@ -81,7 +81,7 @@ def test_refuses_the_marker_patch_alone_with_the_fence(tmp_path: Path, sglang_02
     assert "bitexact_manifest.json is missing" in failures[0].problem
     assert "python -m exactlaunch.manifest write" in failures[0].fix
     # Nor can a manifest be written for it: the writer proves the series is applied first.
-    with pytest.raises(manifest.ManifestError, match="0005-exact-gemm-route.patch is not applied"):
+    with pytest.raises(manifest.ManifestError, match="0006-unified-extend-causal-stop.patch is not applied"):
         manifest.write(root, SGLANG_SERIES)
 
 
@@ -96,7 +96,8 @@ def test_refuses_a_hand_edit_of_one_patched_file_naming_it(tmp_path: Path, sglan
 
 def test_refuses_a_partly_reverted_tree_naming_the_files(tmp_path: Path, sglang_020: Path) -> None:
     root = small_site(tmp_path, sglang_020, SGLANG_SERIES)
-    apply_patch(root, SGLANG_SERIES[-1], reverse=True)  # 0005 taken off after the manifest was written
+    gemm_route = next(p for p in SGLANG_SERIES if p.name.startswith("0005-"))
+    apply_patch(root, gemm_route, reverse=True)  # 0005 taken off after the manifest was written
     routed, *added = (f.problem for f in check_sglang(root / "sglang", RECIPE.engine_patches))
     assert routed.startswith(f"{root / 'sglang/srt/batch_invariant_ops/batch_invariant_ops.py'} differs")
     assert added == [

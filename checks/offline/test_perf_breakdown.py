@@ -81,7 +81,8 @@ NAMES = [
     # Our series (patches/sglang/; docs/gdn-verify.md, docs/kernels.md):
     ("_exact_verify_recurrence_kernel", "gdn", "GDN recurrence", "0002-exact-gdn-verify.patch"),
     ("_exact_verify_conv_kernel", "gdn", "conv", "0002-exact-gdn-verify.patch"),
-    ("_rows_stage1", "attention", "Triton attention", "0003-exact-verify-attention.patch"),
+    ("_shared_rows_stage1", "attention", "Triton attention", "0003-exact-verify-attention.patch"),
+    ("_rows_stage1", "attention", "Triton attention", "0003 before its shared rows (2026-12-01 traces)"),
     ("_rows_stage2", "attention", "Triton attention", "0003-exact-verify-attention.patch"),
     ("_small_m_gemm_kernel", "gemm", "small-M route", "0004-small-m-triton-route.patch"),
     ("_small_m_gemm_tma_kernel", "gemm", "small-M route", "0004-small-m-triton-route.patch"),

@@ -32,7 +32,7 @@ import run  # noqa: E402
 from exactlaunch.cli import plan  # noqa: E402
 from exactlaunch.recipe import load_recipe  # noqa: E402
 
-ADDED_VARIANTS = {"perf-exact-spec", "perf-stock-spec", "perf-stock-no-spec"}
+ADDED_VARIANTS = {"perf-exact-spec", "perf-exact-spec-window", "perf-stock-spec", "perf-stock-no-spec"}
 
 
 def test_the_perf_recipe_changes_only_the_model_paths_and_the_load_format() -> None:
@@ -67,7 +67,11 @@ def test_the_four_servers_from_the_launcher() -> None:
         assert launch.env.decided["SGLANG_SIMULATE_ACC_LEN"] == "5"
         assert launch.env.decided["SGLANG_SIMULATE_ACC_TOKEN_MODE"] == "real-draft-token"
     assert "SGLANG_SIMULATE_ACC_LEN" not in plain.env.decided | reference.env.decided
-    assert [run.accept_len(s) for s in run.SERVERS.values()] == [5.0, 5.0, None, None]
+    assert [run.accept_len(s) for s in run.SERVERS.values()] == [5.0, 5.0, 5.0, None, None]
+    window = launches["exact-spec-window"]
+    assert window.exact and window.env.decided["SGLANG_SIMULATE_ACC_LEN"] == "5"
+    at = window.argv.index("--speculative-draft-window-size")
+    assert window.argv[at + 1] == "4096" and [*window.argv[:at], *window.argv[at + 2 :]] == exact.argv
     assert {s.tree for s in run.SERVERS.values()} == {"patched", "stock"}
     assert run.SERVERS["stock-spec"].tree == "stock" and run.SERVERS["exact-spec"].tree == "patched"
     assert run.SERVERS["stock-no-spec"].tree == "stock"
@@ -128,6 +132,7 @@ class StandIn:
                     # a whole request at once (the prefill profile): one token, as SGLang answers
                     return self._text(json.dumps({"text": "", "output_ids": [7], "meta_info": {}}))
                 if self.path == "/generate":
+                    stand_in.aborted.clear()  # abort_all ends the requests running then, not later ones
                     return self._stream(body)
                 if self.path == "/start_profile":
                     stand_in.profile = dict(body, started_at=stand_in.steps)
@@ -211,10 +216,11 @@ def test_profile_drives_sglangs_endpoints(tmp_path: Path, spec_trace: dict[str, 
     stand_in = StandIn(spec_trace)
     try:
         out = tmp_path / "results" / "exact-spec"
-        trace = run.profile(run.SERVERS["exact-spec"], _args(tmp_path), out, stand_in.port)
+        trace = run.profile(run.SERVERS["exact-spec"], _args(tmp_path), out, stand_in.port, 300)
     finally:
         stand_in.close()
-    assert trace.name == "perf-exact-spec-TP-0.trace.json.gz" and trace.parent == (out / "profile").resolve()
+    assert trace.name == "perf-exact-spec-TP-0.trace.json.gz"
+    assert trace.parent == (out / "profile-300").resolve()
     paths = [path for path, _ in stand_in.calls]
     assert paths[0] == "/generate" and paths[-1] == "/abort_request" and "/stop_profile" not in paths
     start = dict(stand_in.calls)["/start_profile"]
@@ -233,7 +239,11 @@ def test_profile_stops_the_profiler_when_the_request_ends_first(
     monkeypatch.setattr(run, "PROFILE_WAIT_S", 3.0)
     try:
         trace = run.profile(
-            run.SERVERS["exact-spec"], _args(tmp_path, profile_steps=50), tmp_path / "r" / "x", stand_in.port
+            run.SERVERS["exact-spec"],
+            _args(tmp_path, profile_steps=50),
+            tmp_path / "r" / "x",
+            stand_in.port,
+            300,
         )
     finally:
         stand_in.close()
@@ -406,14 +416,17 @@ def test_measure_skips_finished_servers_and_stops_before_running_out_of_time(
     _assembled(tmp_path, monkeypatch)
     started: list[str] = []
     monkeypatch.setattr(run.batteries, "Server", lambda *a, **k: started.append(a[2]))
-    argv = ["measure", "--work", str(tmp_path), "--results", str(results), "--server", "exact-spec"]
-    assert run.main(argv) == 0 and started == []  # finished: not started again
+    base = ["measure", "--work", str(tmp_path), "--results", str(results), "--server", "exact-spec"]
+    assert run.main([*base, "--deadline-s", "100"]) == run.OUT_OF_TIME  # the default lengths owe the
+    assert started == []  # 32768- and 131072-token profiles, and 100 s is too little to start a server
+    argv = [*base, "--profile-prompt", "2200"]
+    assert run.main(argv) == 0 and started == []  # finished (its legacy breakdown.json is the 2200 one)
     (results / "exact-spec" / "prefill.json").unlink()
     assert run.main([*argv, "--deadline-s", "100"]) == run.OUT_OF_TIME  # the prefill profile is owed
     assert run.main([*argv, "--prefill-prompt", "0"]) == 0 and started == []
     tagged = [*argv, "--bench-tag", "128k", "--lengths", "131072", "--no-profile", "--deadline-s", "100"]
     assert run.main(tagged) == run.OUT_OF_TIME  # a further bench is new work (and here too little time)
-    argv[-1] = "exact-no-spec"
+    argv[argv.index("exact-spec")] = "exact-no-spec"
     assert run.main([*argv, "--deadline-s", "100"]) == run.OUT_OF_TIME and started == []
 
 
@@ -497,6 +510,7 @@ def test_measure_runs_an_owed_prefill_stage_end_to_end(
     stand_in = StandIn(trace)
     try:
         argv = ["measure", "--work", str(tmp_path), "--results", str(results), "--server", "exact-spec"]
+        argv += ["--profile-prompt", "2200"]
         assert run.main([*argv, "--port", str(stand_in.port), "--prefill-prompt", "64"]) == 0
     finally:
         stand_in.close()
@@ -505,3 +519,49 @@ def test_measure_runs_an_owed_prefill_stage_end_to_end(
     assert "prefill of 64 tokens" in (folder / "prefill.md").read_text()
     assert "prefill_profile_s" in json.loads((folder / "run.json").read_text())
     assert [path for path, _ in stand_in.calls] == ["/start_profile", "/generate", "/stop_profile"]
+
+
+def test_profiles_at_every_length_are_measured_and_named_by_length(
+    tmp_path: Path, spec_trace: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the legacy 2200-token profile in place, `measure` owes the other lengths: each is profiled
+    through the stand-in's endpoints into breakdown-<L>.json and profile-<L>/, and summarize reports every
+    length (the per-cycle table across contexts included)."""
+    results = _results(tmp_path, spec_trace)
+    _assembled(tmp_path, monkeypatch)
+
+    class Server:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def wait_ready(self, timeout_s: float) -> float:
+            return 1.0
+
+        def stop(self) -> None:
+            pass
+
+    monkeypatch.setattr(run.batteries, "Server", Server)
+    meta = {"spec_accept_length": 5.0, "spec_verify_ct": 26, "completion_tokens": 128}
+    monkeypatch.setattr(run.batteries, "meta_sample", lambda *a, **k: meta)
+    stand_in = StandIn(spec_trace)
+    try:
+        argv = ["measure", "--work", str(tmp_path), "--results", str(results), "--server", "exact-spec"]
+        argv += ["--profile-prompt", "2200,300,400", "--port", str(stand_in.port), "--profile-steps", "3"]
+        assert run.main(argv) == 0
+    finally:
+        stand_in.close()
+    folder = results / "exact-spec"
+    assert sorted(run.breakdown_files(folder)) == [300, 400, 2200]
+    assert (folder / "profile-300").is_dir() and (folder / "breakdown-400.md").exists()
+    generated = [body for path, body in stand_in.calls if path == "/generate"]
+    assert [len(body["input_ids"]) for body in generated] == [300, 400]  # 2200 was there already
+    text = run.summarize(results)
+    assert "## Where the GPU time goes, per cycle, at 300 tokens of context" in text
+    assert "| exact-spec | 400 |" in text and "| exact-spec | 2200 |" in text
+
+
+def test_profile_lengths_are_checked() -> None:
+    assert run.profile_lengths("2200,131072") == [2200, 131072]
+    for bad in ("", "2200,", "x", "0", "-5,100"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            run.profile_lengths(bad)
