@@ -741,6 +741,13 @@ def summarize(results: Path) -> str:
     if len(lengths_profiled) > 1:
         lines += every_length_table(names, profiled)
     lines += prefill_lines({name: _load(folder, "prefill.json") for name, folder in servers.items()})
+    spec_profiles = profiled.get("exact-spec", {})
+    if len(lengths_profiled) > 1 and len(spec_profiles) > 1:
+        cycles = {
+            n: {c: r["per_cycle_us"][c] for c in target_estimate.COMPONENTS} for n, r in spec_profiles.items()
+        }
+        lines += ["## Target card at every profiled context: a model, not a measurement", ""]
+        lines.append(target_estimate.rate_markdown(cycles, accept_len(SERVERS["exact-spec"]) or 1.0))
     for length in lengths_profiled:
         exact, stock = profiled.get("exact-spec", {}).get(length), profiled.get("stock-spec", {}).get(length)
         if not (exact and stock):

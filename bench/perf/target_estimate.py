@@ -164,3 +164,44 @@ def markdown(est: Estimate, exact_h200_us: Mapping[str, float], stock_h200_us: M
         f"With one factor for every component the total ratio would be {est.total_ratio_one_factor:.2f}.",
     ]
     return "\n".join(lines) + "\n"
+
+
+# The recipe author's figures on the target card (t/s, single stream; nix/recipes/qwen3.8-27b-exact.json
+# `reference`: u/stargate425 on r/LocalLLaMA, 2026-10-12), by prompt length.
+AUTHOR_EXACT_TPS = {2200: 73.9, 131072: 42.6}
+AUTHOR_VLLM_TPS = {2200: 67.4, 131072: 56.1}
+
+
+def scaled_cycle_us(
+    h200_us: Mapping[str, float],
+    source: Card = H200,
+    target: Card = RTX_PRO_6000_MAX_Q,
+    bounds: Mapping[str, str] = BOUNDS,
+) -> float:
+    """One cycle's GPU time on `target` under the model, each component scaled by its factor (exact GEMMs
+    keep the H200's own exact time: no stock run is needed, and the route is within a few % of cuBLAS)."""
+    _check(h200_us, "cycle")
+    return sum(h200_us[c] * factor(bounds[c], source, target) for c in COMPONENTS)
+
+
+def rate_markdown(cycles_by_length: Mapping[int, Mapping[str, float]], tokens_per_cycle: float) -> str:
+    """The model's decode rate on the target card at each profiled context, beside the author's figures
+    where the author gave one (their acceptance is not known; ours is the stated, simulated one)."""
+    lines = [
+        f"**A model, not a measurement** ({H200.name} -> {RTX_PRO_6000_MAX_Q.name}; GPU kernel time per "
+        f"cycle only, {tokens_per_cycle:g} tokens per cycle, the H200's exact GEMM time scaled).",
+        "",
+        "| context tokens | H200 us per cycle | target us per cycle (model) | target t/s (model) "
+        "| author exact t/s | author vLLM t/s |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for length, us in sorted(cycles_by_length.items()):
+        target = scaled_cycle_us(us)
+        author = AUTHOR_EXACT_TPS.get(length)
+        vllm = AUTHOR_VLLM_TPS.get(length)
+        lines.append(
+            f"| {length} | {sum(us[c] for c in COMPONENTS):.1f} | {target:.1f} | "
+            f"{1e6 * tokens_per_cycle / target:.1f} | {'-' if author is None else author} | "
+            f"{'-' if vllm is None else vllm} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,4 +1,4 @@
-"""Chunked-prefill attention cases for patch 0006 (the unified extend kernel's causal stop).
+"""Chunked-prefill attention cases for patch 0006 (the unified extend kernel: causal stop, sm_90 query tile).
 
 A case is a batch of sequences, each a chunk of `extend` new tokens after `prefix` tokens already in the
 KV pool, laid out the way the Triton backend lays them out for `extend_attention_fwd_unified` (one unified
@@ -21,7 +21,7 @@ from types import ModuleType
 import torch
 
 SERIES = Path(__file__).resolve().parents[2] / "patches" / "sglang"
-CAUSAL_STOP = SERIES / "0006-unified-extend-causal-stop.patch"
+UNIFIED_PATCH = SERIES / "0006-unified-extend-attention.patch"
 KERNEL = Path("kernels") / "ops" / "attention" / "extend_attention.py"
 
 
@@ -32,7 +32,7 @@ def stock_unified_module(tree_sglang: Path) -> ModuleType:
     copy.parent.mkdir(parents=True)
     copy.write_bytes((tree_sglang / KERNEL).read_bytes())
     done = subprocess.run(
-        ["patch", "-R", "-f", "--fuzz=0", "-p1", "-d", str(work), "-i", str(CAUSAL_STOP)],
+        ["patch", "-R", "-f", "--fuzz=0", "-p1", "-d", str(work), "-i", str(UNIFIED_PATCH)],
         capture_output=True,
         text=True,
     )

@@ -1,5 +1,6 @@
 """Patch 0006: the deterministic unified extend kernel, stopped after each causal block's last visible
-key, gives the bits of the kernel as released, chunk by chunk, and stays independent of chunking.
+key and (on sm_90, head dims 129-256) launched with a 128-row query tile, gives the bits of the kernel as
+released, chunk by chunk, and stays independent of chunking.
 
 Reference: the same tree's extend_attention.py with 0006 taken off (prefill_harness.stock_unified_module),
 on the same inputs in the same process. Equality is bitwise (int16 view of the bf16 outputs).
@@ -47,7 +48,7 @@ def _bitwise(a, b) -> bool:
 
 @pytest.mark.parametrize("geometry", [QWEN, OTHER], ids=["24-4x256", "32-8x128"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "+".join(f"{p}:{e}" for p, e in zip(*c, strict=True)))
-def test_causal_stop_keeps_the_released_bits(kernels, case, geometry) -> None:
+def test_unified_patch_keeps_the_released_bits(kernels, case, geometry) -> None:
     harness, patched, stock = kernels
     prefill = harness.make_prefill(*case, geometry=geometry, seed=sum(case[1]))
     got = prefill.unified(patched.extend_attention_fwd_unified)
