@@ -33,9 +33,21 @@ def is_revision(text: str) -> bool:
     return HEX40.fullmatch(text) is not None
 
 
+def revision_problem(text: str) -> str | None:
+    """Why `text` is not a commit id as pins hold it, or None. Upper case is refused, not folded: git and
+    the Hub print commits in lower case, nix/lib/pins.nix matches only that, and one spelling per commit
+    keeps pin files comparable with the recipe's."""
+    if is_revision(text):
+        return None
+    if is_revision(text.lower()):
+        return f"{text!r} is in upper case; write the commit in lower case, as git prints it: {text.lower()}"
+    return f"a commit is 40 lower-case hex digits, not {text!r} (a branch, a tag or a short id)"
+
+
 def check_revision(revision: str) -> str:
-    if not is_revision(revision):
-        raise ManifestError(f"a manifest pins a commit (40 hex digits), not {revision!r}")
+    problem = revision_problem(revision)
+    if problem:
+        raise ManifestError(problem)
     return revision
 
 
