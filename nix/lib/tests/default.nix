@@ -97,6 +97,36 @@ let
       expected = [ ];
     };
 
+    # A source pin is the recipe's only at the recipe's rev: one the engine moved away from is named.
+    missingWhenTheEngineMoved = {
+      expr = pins.missing {
+        pinsDir = fx + "/pins-complete";
+        manifestsDir = fx + "/manifests";
+        repos = [ ];
+        wheelStubs = [ "cuda-tile" ];
+        engine = {
+          repo = "sgl-project/sglang";
+          rev = "1111111111111111111111111111111111111111";
+        };
+      };
+      expected = [
+        "nix/pins/sglang-src.json: it pins sgl-project/sglang@542a043f1b68796d269ef1ee11be7865f8d4a5f1, the recipe's engine is sgl-project/sglang@1111111111111111111111111111111111111111"
+      ];
+    };
+    missingWhenTheEngineIsThePins = {
+      expr = pins.missing {
+        pinsDir = fx + "/pins-complete";
+        manifestsDir = fx + "/manifests";
+        repos = [ ];
+        wheelStubs = [ "cuda-tile" ];
+        engine = {
+          repo = "sgl-project/sglang";
+          rev = "542a043f1b68796d269ef1ee11be7865f8d4a5f1";
+        };
+      };
+      expected = [ ];
+    };
+
     missingFlagsMalformedCargoHash = {
       expr = pins.missing {
         pinsDir = fx + "/pins-malformed";

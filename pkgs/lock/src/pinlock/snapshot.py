@@ -225,7 +225,7 @@ def _completeness(
             note(
                 f"{snapshot}: huggingface_hub recorded no file listing for this commit and the Hub could "
                 f"not be asked ({why}), so a file never downloaded can only be noticed through the "
-                "snapshot's own safetensors index"
+                "snapshot's own safetensors index and its shards' names"
             )
     if listing is None:
         if not any(p.endswith(WEIGHT_SUFFIXES) for p in sizes):
