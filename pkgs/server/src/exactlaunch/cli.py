@@ -6,6 +6,7 @@ import argparse
 import difflib
 import json
 import os
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -110,7 +111,7 @@ def _extra_problem(parser: argparse.ArgumentParser, argv: list[str], extra: list
             "add a variant to the recipe"
         )
     if "--" in argv or extra:
-        given = " ".join(extra) if extra else "--"
+        given = shlex.join(extra) if extra else "--"
         return (
             f"{given}: `--` and free arguments are not accepted: the argv is the recipe's (only "
             "--host/--port are added); add a variant to the recipe"

@@ -58,6 +58,18 @@ class Recipe:
     data: Mapping[str, Any] = field(default_factory=dict)
 
 
+_JSON_KINDS: dict[type, str] = {Mapping: "an object", list: "a list", str: "a string"}
+
+
+def _json_kind(value: Any) -> str:
+    """How JSON names the kind of a parsed value."""
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    return "null" if value is None else next(n for k, n in _JSON_KINDS.items() if isinstance(value, k))
+
+
 def _require(data: Mapping[str, Any], dotted: str, kind: type, where: Path) -> Any:
     value: Any = data
     for key in dotted.split("."):
@@ -65,7 +77,7 @@ def _require(data: Mapping[str, Any], dotted: str, kind: type, where: Path) -> A
             raise RecipeError(f"{where}: missing key `{dotted}`")
         value = value[key]
     if not isinstance(value, kind):
-        raise RecipeError(f"{where}: `{dotted}` must be a {kind.__name__}, found {type(value).__name__}")
+        raise RecipeError(f"{where}: `{dotted}` must be {_JSON_KINDS[kind]}, found {_json_kind(value)}")
     return value
 
 
