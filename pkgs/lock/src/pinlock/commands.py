@@ -311,10 +311,15 @@ def status(ctx: Context) -> list[tuple[str, str, str]]:
     for repo, revision in pins.weights:
         rows.append((f"weights manifest {repo}@{revision[:12]}", *state.manifest(ctx.root, repo, revision)))
     lock = ctx.root / SERVER_ENV / "uv.lock"
-    rows.append((f"{SERVER_ENV}/uv.lock", "pinned" if lock.is_file() else "ABSENT", ""))
-    if lock.is_file():
+    try:
+        sdists = stubs.sdist_only(lock.read_text()) if lock.is_file() else None
+    except (ValueError, OSError) as error:  # a uv.lock that cannot be read is a malformed pin
+        rows.append((f"{SERVER_ENV}/uv.lock", state.MALFORMED, str(error)))
+        return rows
+    rows.append((f"{SERVER_ENV}/uv.lock", "pinned" if sdists is not None else "ABSENT", ""))
+    if sdists is not None:
         pinned, broken = state.stubs(ctx.root)
-        for package in stubs.sdist_only(lock.read_text()):
+        for package in sdists:
             row = (
                 (state.MALFORMED, broken) if broken else state.stub(pinned.get(package.name), package.version)
             )

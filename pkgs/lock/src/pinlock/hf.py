@@ -6,6 +6,7 @@ The manifests come from the Hub (pinlock.hub) or from a local hub cache (pinlock
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -76,6 +77,9 @@ def validate_manifest(data: Any, where: str) -> dict[str, Any]:
     """Check the contract's schema; returns the manifest or raises ManifestError naming `where`."""
     if not isinstance(data, dict) or set(data) != {"repo", "revision", "files"}:
         raise ManifestError(f"{where}: a manifest is an object with exactly repo, revision, files")
+    for key in ("repo", "revision"):
+        if not isinstance(data[key], str):
+            raise ManifestError(f"{where}: {key} must be a string, not {json.dumps(data[key])}")
     try:
         check_repo(data["repo"])
         check_revision(data["revision"])
