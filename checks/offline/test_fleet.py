@@ -131,9 +131,7 @@ def running_fleet(tmp_path: Path) -> Iterator[tuple[str, list[str], subprocess.P
         )
         for i, p in enumerate(ports)
     ]
-    _, router = fleet.fleet_plan(
-        ["x"], {}, sys.executable, 2, "0,1", "127.0.0.1", router_port, "round_robin"
-    )
+    _, router = fleet.fleet_plan(["x"], {}, sys.executable, 2, "0,1", "127.0.0.1", router_port, "round_robin")
     router.argv[router.argv.index("--worker-urls") + 1 : router.argv.index("--policy")] = [
         r.url for r in replicas
     ]
