@@ -9,6 +9,7 @@ its traceback was written to)."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import os
 import sys
@@ -82,10 +83,29 @@ def _add_common(parser: argparse.ArgumentParser, default: object) -> None:
 VALUE_OPTIONS = ("--root", "--cache-dir", "--recipe", "--cargo-dir", "--snapshot", "--python")
 
 
-def _repeated(argv: Sequence[str]) -> list[str]:
+def _options(argv: Sequence[str]) -> list[str]:
     words = list(argv[: argv.index("--")] if "--" in argv else argv)
-    names = [w.split("=", 1)[0] for w in words if w.startswith("--")]
+    return [w.split("=", 1)[0] for w in words if w.startswith("--") and w != "--"]
+
+
+def _repeated(argv: Sequence[str]) -> list[str]:
+    names = _options(argv)
     return sorted({n for n in names if n in VALUE_OPTIONS and names.count(n) > 1})
+
+
+def _unknown_option(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
+    """The first option no command has, named with the closest one (argparse, with subcommands, would
+    take the option's value for the command and say that instead)."""
+    known = {o for a in parser._actions for o in a.option_strings}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                known |= {o for a in sub._actions for o in a.option_strings}
+    for name in _options(argv):
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            return f"unknown option {name}" + (f": did you mean {close[0]}?" if close else "")
+    return None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -226,9 +246,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     parser = _parser()
-    twice = _repeated(argv)
+    twice, unknown = _repeated(argv), _unknown_option(parser, argv)
+    if unknown:
+        parser.error(f"{unknown} (abbreviations are not taken)")  # exits 2
     if twice:
-        parser.error(f"{', '.join(twice)} given more than once; give each option once")  # exits 2
+        parser.error(f"{', '.join(twice)} given more than once; give each option once")
     options = parser.parse_args(argv)
     if options.command == "hash-path":
         if not options.path.exists() and not options.path.is_symlink():

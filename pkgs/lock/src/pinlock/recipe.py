@@ -8,6 +8,7 @@ Every problem is a UsageError (exit 2): the recipe is input given to pinlock, no
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from pinlock import hf
 from pinlock.pins import RECIPE_SCHEMAS, RECIPES, PinError, UsageError, read_json
 
 WEIGHTS_KEYS = ("model", "drafter")
+JSON_KINDS: dict[type, str] = {dict: "an object", str: "a string"}
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,9 @@ def _field(data: dict[str, Any], dotted: str, kind: type, where: Path) -> Any:
             raise UsageError(f"recipe {where}: `{dotted}` is missing")
         value = value[key]
     if not isinstance(value, kind):
-        raise UsageError(f"recipe {where}: `{dotted}` must be a {kind.__name__}, not {type(value).__name__}")
+        raise UsageError(
+            f"recipe {where}: `{dotted}` must be {JSON_KINDS[kind]}, not {json.dumps(value)[:40]}"
+        )
     return value
 
 

@@ -316,7 +316,7 @@ def log_folder(path: Path) -> Path:
     try:
         return values.folder_to_make(path)
     except values.BadValue as error:
-        raise FleetError(f"--log-dir: {error}; give a folder (it is made if absent)") from None
+        raise FleetError(f"log folder: {error}; give a folder (it is made if absent)") from None
 
 
 @one_line("python -m exactlaunch.fleet")

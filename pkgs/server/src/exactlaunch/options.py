@@ -24,7 +24,7 @@ class Once(argparse.Action):
         value: str | Sequence[Any] | None,
         option_string: str | None = None,
     ) -> None:
-        if self.nargs is None and isinstance(value, list):
+        if self.nargs is None and value == []:
             # `--port=--`: argparse drops the `--` and hands over an empty list instead of a value.
             parser.error(f"{option_string} needs a value (given {value!r})")
         seen = given(namespace)
