@@ -2274,6 +2274,20 @@ CASES += [
     ),
     # pinlock: misleading messages and exit codes -- class 9
     Case(
+        "pl-status-carriage-return",
+        "pinlock",
+        "a source pin whose owner ends in a carriage return (found by the fuzzer: printed as it looks right)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"ABSENT  nix/pins/sglang-src.json narHash: .*pins sgl-project\\r/sglang@542a043f1b68, the recipe's",
+        checkout(
+            pin(
+                "nix/pins/sglang-src.json",
+                {"owner": "sgl-project\r", "repo": "sglang", "rev": ENGINE_REV, "narHash": GOOD_SRI},
+            )
+        ),
+    ),  # fmt: skip
+    Case(
         "pl-rev-upper-case",
         "pinlock",
         'a 40-digit revision in upper case (told "40 hex digits")',

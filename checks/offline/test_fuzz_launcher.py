@@ -230,12 +230,13 @@ def assert_printed_is_valid(printed: dict[str, Any]) -> None:
     for flag, check in values.SERVING.items():
         for i in (i for i, a in enumerate(argv) if a == flag):
             check(argv[i + 1])  # raises BadValue for a value --print should have refused
-    verbatim = [argv[i + 1] for i, a in enumerate(argv) if a == fleet.MEM_FLAG]
+    verbatim = [argv[i + 1 : i + 2] for i, a in enumerate(argv) if a == fleet.MEM_FLAG]
     for replica in printed.get("fleet", {}).get("replicas", []):
-        shares = [replica["argv"][i + 1] for i, a in enumerate(replica["argv"]) if a == fleet.MEM_FLAG]
+        edited = replica["argv"]
+        shares = [edited[i + 1 : i + 2] for i, a in enumerate(edited) if a == fleet.MEM_FLAG]
         if shares != verbatim:  # a share the fleet computed (the recipe's own value is passed verbatim)
             for share in shares:
-                values.fraction(share)
+                values.fraction(*share)
 
 
 def check_agreement(args: list[str], host: Path) -> str:
@@ -270,7 +271,7 @@ def check_agreement(args: list[str], host: Path) -> str:
     return "preflight"
 
 
-@fuzz(examples=150)
+@fuzz(examples=400)
 @given(recipes(), st.data())
 def test_drawn_recipes_are_refused_or_served_as_printed(
     host: Path, recipe: tuple[str, str | None, list[str]], data: st.DataObject
@@ -287,7 +288,7 @@ def test_drawn_recipes_are_refused_or_served_as_printed(
     check_agreement(args, host)
 
 
-@fuzz(examples=150)
+@fuzz(examples=400)
 @given(st.data())
 def test_drawn_command_lines_are_refused_or_served_as_printed(host: Path, data: st.DataObject) -> None:
     """The real recipe with one variant out of exact mode (`fast`), so that starts run up to the exec."""

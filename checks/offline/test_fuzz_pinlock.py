@@ -218,7 +218,7 @@ def expected_src_pinned(files: dict[str, Any]) -> bool:
     return same and isinstance(pin.get("narHash"), str) and SRI.fullmatch(pin["narHash"]) is not None
 
 
-@fuzz(examples=200)
+@fuzz(examples=400)
 @given(checkouts())
 def test_status_reads_pins_against_the_recipe_and_changes_nothing(home: Path, files: dict[str, Any]) -> None:
     root = home / "checkout"
@@ -232,7 +232,11 @@ def test_status_reads_pins_against_the_recipe_and_changes_nothing(home: Path, fi
         event("recipe refused")
         assert "recipe" in err, err
         return
-    rows = {line.split("  ", 1)[1].split(":", 1)[0]: line.split("  ", 1)[0] for line in out.splitlines()}
+    lines = out.splitlines()
+    assert all(re.fullmatch(r"(pinned|ABSENT|MALFORMED)  [^\n]+", line) for line in lines), (
+        out
+    )  # a row a line
+    rows = {line.split("  ", 1)[1].split(":", 1)[0]: line.split("  ", 1)[0] for line in lines}
     assert (code == 0) == all(state == "pinned" for state in rows.values()), out
     src = rows["nix/pins/sglang-src.json narHash"]
     event(f"source pin {src}")
@@ -269,7 +273,7 @@ def caches(home: Path) -> Path:
     return hub_cache(home / "hub", MODEL["repo"], [MODEL["revision"], OTHER, THIRD], weights)
 
 
-@fuzz(examples=60)
+@fuzz(examples=216)
 @given(
     pinned=st.sampled_from([None, MODEL["revision"], OTHER]),
     asked=st.sampled_from([MODEL["revision"], OTHER, THIRD]),
@@ -350,7 +354,7 @@ def shards_complete(names: set[str]) -> bool:
     return True
 
 
-@fuzz(examples=40)
+@fuzz(examples=100)
 @given(names=st.sets(SHARD_NAMES, min_size=1, max_size=5))
 def test_an_offline_snapshot_is_pinned_only_with_all_its_shards(home: Path, names: set[str]) -> None:
     """Without a listing (offline, files fetched one by one) a snapshot is pinned only when its shards'
@@ -413,7 +417,7 @@ def pinlock_command_lines(draw: st.DrawFn, home: Path) -> list[str]:
     return args
 
 
-@fuzz(examples=150)
+@fuzz(examples=300)
 @given(st.data())
 def test_drawn_command_lines_exit_as_documented(home: Path, caches: Path, data: st.DataObject) -> None:
     root = home / "checkout"

@@ -205,8 +205,14 @@ def _run_steps(steps: list[tuple[str, Callable[[], None]]]) -> int:
     return 0
 
 
+def _visible(text: str) -> str:
+    """One line, with control characters shown as escapes: a pin value ending in a carriage return
+    would otherwise print as the value that looks right, or as two lines."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
 def _error(error: BaseException) -> int:
-    print(f"pinlock: error: {error}", file=sys.stderr)
+    print(f"pinlock: error: {_visible(str(error))}", file=sys.stderr)
     return 2 if isinstance(error, UsageError) else 1
 
 
@@ -278,7 +284,8 @@ def _main(argv: list[str]) -> int:
         except FAILURES as error:
             return _error(error)
         for what, state, why in rows:
-            print(f"{state}  {what}" + (f": {why}" if why and state != "pinned" else ""))
+            line = f"{state}  {what}" + (f": {why}" if why and state != "pinned" else "")
+            print(_visible(line))
         return 0 if all(state == "pinned" for _, state, _ in rows) else 1
     if command == "uv":
         return _run_steps([("uv", lambda: commands.lock_uv(ctx, options.upgrade))])
