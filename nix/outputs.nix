@@ -34,6 +34,7 @@ let
     repos:
     blib.pins.missing {
       inherit pinsDir repos;
+      inherit (recipe) engine;
       manifestsDir = ../pkgs/weights/manifests;
       wheelStubs = [ "cuda-tile" ];
     };

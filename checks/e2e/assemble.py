@@ -27,7 +27,6 @@ lists what the lent H200's image holds (its package list), and `build` reports t
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import subprocess
@@ -36,6 +35,9 @@ import tomllib
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import runner_args as ra  # noqa: E402  (the runners' strict command lines)
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = REPO / "pkgs" / "server-env" / "uv.lock"
@@ -311,8 +313,9 @@ def build(wheel_dirs: list[Path], work: Path) -> int:
     return 0
 
 
+@ra.one_line("checks/e2e/assemble.py")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = ra.strict_parser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="step", required=True)
     f = sub.add_parser("fetch", help="download the wheel set (needs PyPI)")
     f.add_argument("--dest", type=Path, required=True)
@@ -324,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     t.add_argument("--wheels", type=Path, nargs="+", required=True)
     t.add_argument("--work", type=Path, required=True)
-    t.add_argument("--name", required=True, help="the tree's folder under WORK")
+    t.add_argument("--name", type=ra.name, required=True, help="the tree's folder under WORK")
     t.add_argument("--without", action="append", default=[], help="a patch number to leave out (repeatable)")
     args = parser.parse_args(argv)
     if args.step == "fetch":

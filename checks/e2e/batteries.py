@@ -17,7 +17,6 @@ Usage (repository root, on the GPU host, after assemble.py and tiny_model.py):
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -32,6 +31,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ports  # noqa: E402  (checks/e2e/ports.py: who listens on the port)
+import runner_args as ra  # noqa: E402  (the runners' strict command lines)
 
 REPO = Path(__file__).resolve().parents[2]
 PLAN = Path(__file__).with_name("batteries.json")
@@ -292,18 +292,32 @@ def meta_sample(port: int, ids: list[int], max_new_tokens: int = 64) -> dict[str
     }
 
 
+@ra.one_line("checks/e2e/batteries.py")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", type=Path, required=True, help="assemble.py's folder (trees, deps, models)")
-    parser.add_argument("--tree", choices=("patched", "stock"), required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--port", type=int, default=PORT)
-    parser.add_argument("--only", help="comma-separated battery names (default: all)")
-    parser.add_argument("--long", help="long prompt lengths for the long reference (default: the plan's)")
-    parser.add_argument("--start-timeout", type=float, default=600.0)
+    plan = json.loads(PLAN.read_text())
+    parser = ra.strict_parser(description=__doc__.split("\n\n")[0])
+    once = {"action": ra.Once}
+    parser.add_argument(
+        "--work", type=Path, required=True, help="assemble.py's folder (trees, deps, models)", **once
+    )
+    parser.add_argument("--tree", choices=("patched", "stock"), required=True, **once)
+    parser.add_argument("--out", type=Path, required=True, **once)
+    parser.add_argument("--port", type=ra.port, default=PORT, **once)
+    parser.add_argument(
+        "--only",
+        # gpu-golden is goldens.py's to run (it needs a recorded golden).
+        type=ra.names([b["name"] for b in plan["batteries"] if b["name"] != "gpu-golden"], "--only"),
+        help="comma-separated battery names (default: all but gpu-golden)",
+        **once,
+    )
+    parser.add_argument(
+        "--long", help="long prompt lengths for the long reference (default: the plan's)", **once
+    )
+    parser.add_argument("--start-timeout", type=ra.seconds, default=600.0, **once)
     parser.add_argument(
         "--mem-fraction-static",
-        type=float,
+        type=ra.fraction,
+        **once,
         help="replace the recipe's --mem-fraction-static (e.g. 0.3 for two or three servers on one card; "
         "every server of this run, the references' too, gets it)",
     )
@@ -315,7 +329,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    plan = json.loads(PLAN.read_text())
     out = args.out / (f"{args.tree}-nondeterministic" if args.no_deterministic else args.tree)
     out.mkdir(parents=True, exist_ok=True)
     recipe = RECIPE
@@ -331,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         if verdicts_path.exists()
         else set()
     )
-    wanted = set(args.only.split(",")) if args.only else None
+    wanted = set(args.only) if args.only else None
     batteries = [
         b for b in plan["batteries"] if (wanted is None or b["name"] in wanted) and b["name"] != "gpu-golden"
     ]

@@ -19,7 +19,6 @@ Usage (repository root):
 
 from __future__ import annotations
 
-import argparse
 import json
 import signal
 import subprocess
@@ -29,6 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import batteries  # noqa: E402  (the battery runner's server, environment and bitexact call)
+import runner_args as ra  # noqa: E402  (the runners' strict command lines)
 
 REPO = batteries.REPO
 
@@ -49,36 +49,55 @@ def build_info(work: Path, tree: str, recipe: Path, dest: Path) -> Path:
 
 
 def parse_check(text: str) -> tuple[str, str, str] | None:
-    """`check:NAME=TREE[:VARIANT]` -> (name, tree, variant), or None for a malformed step."""
+    """`check:NAME=TREE[:VARIANT]` -> (name, tree, variant), or None for a malformed step. NAME and TREE
+    become folders (OUT/NAME, WORK/TREE), so each is one name of the runners' pattern, never a path."""
     body = text.removeprefix("check:")
     name, sep, target = body.partition("=")
     tree, _, variant = target.partition(":")
     if not sep or not name or not tree:
         return None
+    if any(not ra.values.NAME.fullmatch(part) for part in (name, tree, variant or "recipe")):
+        return None
     return name, tree, variant or "recipe"
 
 
+@ra.one_line("checks/e2e/goldens.py")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", type=Path, required=True, help="assemble.py's folder (trees, deps)")
-    parser.add_argument("--out", type=Path, required=True, help="reports, logs and verdicts.jsonl")
-    parser.add_argument("--golden-dir", type=Path, required=True, help="where the goldens are written")
+    parser = ra.strict_parser(description=__doc__.split("\n\n")[0])
+    once = {"action": ra.Once}
+    parser.add_argument("--work", type=Path, required=True, help="assemble.py's folder (trees, deps)", **once)
+    parser.add_argument("--out", type=Path, required=True, help="reports, logs and verdicts.jsonl", **once)
     parser.add_argument(
-        "--recipe", type=Path, default=batteries.RECIPE, help="the recipe (default: the e2e tiny hybrid's)"
+        "--golden-dir", type=Path, required=True, help="where the goldens are written", **once
     )
-    parser.add_argument("--port", type=int, default=batteries.PORT)
-    parser.add_argument("--build-id", default="", help="a name for the build in the history lines")
-    parser.add_argument("--mem-fraction-static", type=float, help="as batteries.py's option")
-    parser.add_argument("--start-timeout", type=float, default=600.0)
-    parser.add_argument("--long", help="long prompt lengths (default: the plan's)")
-    parser.add_argument("--tokenizer", help="the long prompts' tokenizer (default: the recipe model's)")
+    parser.add_argument(
+        "--recipe",
+        type=Path,
+        default=batteries.RECIPE,
+        help="the recipe (default: the e2e tiny hybrid's)",
+        **once,
+    )
+    parser.add_argument("--port", type=ra.port, default=batteries.PORT, **once)
+    parser.add_argument("--build-id", default="", help="a name for the build in the history lines", **once)
+    parser.add_argument("--mem-fraction-static", type=ra.fraction, help="as batteries.py's option", **once)
+    parser.add_argument("--start-timeout", type=ra.seconds, default=600.0, **once)
+    parser.add_argument("--long", help="long prompt lengths (default: the plan's)", **once)
+    parser.add_argument(
+        "--tokenizer", help="the long prompts' tokenizer (default: the recipe model's)", **once
+    )
     parser.add_argument("steps", nargs="+", help="record, check:NAME=TREE[:VARIANT]")
     args = parser.parse_args(argv)
+    names = ["record" if step == "record" else (parse_check(step) or ("",))[0] for step in args.steps]
     for step in args.steps:  # all of them before any server starts
         if step != "record" and not step.startswith("check:"):
             parser.error(f"unknown step {step!r}: record, or check:NAME=TREE[:VARIANT]")
         if step.startswith("check:") and parse_check(step) is None:
-            parser.error(f"step {step!r}: write check:NAME=TREE[:VARIANT], e.g. check:stock=stock")
+            parser.error(
+                f"step {step!r}: write check:NAME=TREE[:VARIANT], e.g. check:stock=stock (NAME, TREE and "
+                "VARIANT each letters, digits, . _ + -, starting with a letter or a digit)"
+            )
+        if names.count(names[args.steps.index(step)]) > 1:
+            parser.error(f"step {step!r}: two steps named {names[args.steps.index(step)]!r} share one folder")
         tree = "patched" if step == "record" else parse_check(step)[1]  # type: ignore[index]
         if not (args.work / tree / "sglang").is_dir():
             parser.error(

@@ -30,6 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import batteries  # noqa: E402  (environment, recipe copy, bitexact call)
 import ports  # noqa: E402
+import runner_args as ra  # noqa: E402  (the runners' strict command lines)
 
 REPO = batteries.REPO
 BATCH_LINE = re.compile(r"(Prefill|Decode) batch")
@@ -66,22 +67,35 @@ def batches_per_replica(logs: Path) -> dict[str, int]:
     }
 
 
+@ra.one_line("checks/e2e/router.py")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--tree", required=True, help="a tree under WORK: patched, stock, ...")
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--router-site", type=Path, required=True, help="a folder sglang_router imports from")
-    parser.add_argument("--replicas", type=int, default=2)
-    parser.add_argument("--variant", default="recipe")
-    parser.add_argument("--port", type=int, default=30100, help="the router's; replica i takes port + 1 + i")
+    parser = ra.strict_parser(description=__doc__.split("\n\n")[0])
+    once = {"action": ra.Once}
+    parser.add_argument("--work", type=Path, required=True, **once)
     parser.add_argument(
-        "--mem-fraction-static", type=float, help="the fleet's share of the card (the replicas divide it)"
+        "--tree", type=ra.name, required=True, help="a tree under WORK: patched, stock, ...", **once
     )
-    parser.add_argument("--golden", type=Path, help="a golden to check the router's answers against")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--start-timeout", type=float, default=900.0)
+    parser.add_argument("--out", type=Path, required=True, **once)
+    parser.add_argument(
+        "--router-site", type=Path, required=True, help="a folder sglang_router imports from", **once
+    )
+    parser.add_argument("--replicas", type=ra.count, default=2, **once)
+    parser.add_argument("--variant", type=ra.name, default="recipe", **once)
+    parser.add_argument(
+        "--port", type=ra.port, default=30100, help="the router's; replica i takes port + 1 + i", **once
+    )
+    parser.add_argument(
+        "--mem-fraction-static",
+        type=ra.fraction,
+        help="the fleet's share of the card (the replicas divide it)",
+        **once,
+    )
+    parser.add_argument("--golden", type=Path, help="a golden to check the router's answers against", **once)
+    parser.add_argument("--repeats", type=ra.count, default=20, **once)
+    parser.add_argument("--start-timeout", type=ra.seconds, default=900.0, **once)
     args = parser.parse_args(argv)
+    if args.port + args.replicas > 65535:
+        parser.error(f"--port {args.port} leaves no room for {args.replicas} replicas")
     if not (args.work / args.tree / "sglang").is_dir():
         parser.error(f"no tree {args.work / args.tree}: assemble.py build makes patched/ and stock/")
     if not (args.router_site / "sglang_router").is_dir():

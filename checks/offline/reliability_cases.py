@@ -1138,7 +1138,7 @@ CASES: list[Case] = [
         "a branch where a commit belongs",
         ("--root", "{tmp}/repo", "weights", "Org/Name@main"),
         2,
-        r"give the commit as ORG/NAME@REV \(40 hex digits\), not a branch or tag",
+        r"give the commit as ORG/NAME@REV: a commit is 40 lower-case hex digits, not 'main'",
         checkout(),
     ),
     Case(
@@ -1262,7 +1262,7 @@ CASES: list[Case] = [
         ),
         2,
         r"already pins Qwen/Qwen3.8-27B@1d4bf0f2.*would replace it, "
-        r"and the recipe, which names @1d4bf0f2.*pass --force",
+        r"and the recipe nix/recipes/qwen3.8-27b-exact.json, which names @1d4bf0f2.*pass --force",
         both(
             checkout(manifest("Qwen/Qwen3.8-27B", "1d4bf0f2ff6012fd82039f2fa52739d0dd7c60c0")),
             hub_cache({"model.safetensors": b"w"}, repo="Qwen/Qwen3.8-27B", rev=OTHER_REV),
@@ -1273,7 +1273,7 @@ CASES: list[Case] = [
         "pinlock",
         "a recipe that is not UTF-8",
         ("--root", "{tmp}/repo", "--recipe", "{tmp}/r.json", "status"),
-        1,
+        2,
         r"r.json: not UTF-8 text \(byte 12: b'\\xe9'\); save it as UTF-8",
         both(checkout(), write("r.json", b'{"schema": "\xe9"}')),
     ),
@@ -1499,7 +1499,7 @@ CASES: list[Case] = [
         "--gpus naming no GPU",
         ("--recipe", str(RECIPE), "--replicas", "2", "--port", "30000", "--gpus", ",", "--print"),
         2,
-        r"--gpus names no GPU",
+        r"--gpus: ',' names no GPU",
     ),
     Case(
         "ln-norecipe",
@@ -1648,5 +1648,670 @@ CASES: list[Case] = [
         2,
         r"t\.json: not a readable Chrome trace",
         write("t.json", '{"traceEvents": ['),
+    ),
+]
+
+
+# --- issue 28, third pass: the launcher, the image entrypoint, the e2e runners' arguments, pinlock ------
+# (classes 3, 6, 7 and 9 of issue 28 and the failures the fuzzers test_fuzz_launcher.py and
+# test_fuzz_pinlock.py found; each row's mechanism is named in docs/reliability.md)
+
+RECIPE_TEXT = RECIPE.read_text()
+RECIPE_REV = "1d4bf0f2ff6012fd82039f2fa52739d0dd7c60c0"
+ENGINE_REV = "542a043f1b68796d269ef1ee11be7865f8d4a5f1"
+GOOD_SRI = "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+launch_args = ("--recipe", "{tmp}/r.json")
+
+
+def recipe_text(old: str, new: str, rel: str = "r.json") -> Setup:
+    """The real recipe's text with `old` replaced by `new` once (for what JSON values cannot say: a key
+    given twice, NaN)."""
+    assert old in RECIPE_TEXT, old
+    return write(rel, RECIPE_TEXT.replace(old, new, 1))
+
+
+def launch_with(**changes: object) -> Setup:
+    data = json.loads(RECIPE_TEXT)
+    data["launch"].update(changes)
+    return write("r.json", json.dumps(data))
+
+
+def memory(fraction: str) -> Setup:
+    data = json.loads(RECIPE_TEXT)
+    argv = data["launch"]["argv"]
+    argv[argv.index("--mem-fraction-static") + 1] = fraction
+    return write("r.json", json.dumps(data))
+
+
+def pin(rel: str, data: object) -> Setup:
+    return write(f"repo/{rel}", json.dumps(data))
+
+
+def recipe_in_checkout(edit: Callable[[dict], None]) -> Setup:
+    data = json.loads(RECIPE_TEXT)
+    edit(data)
+    return write("repo/nix/recipes/qwen3.8-27b-exact.json", json.dumps(data))
+
+
+def unchanged_manifest(repo: str, rev: str) -> Check:
+    def check(tmp: Path) -> str | None:
+        path = tmp / f"repo/pkgs/weights/manifests/{repo.replace('/', '--')}.json"
+        held = json.loads(path.read_text())["revision"] if path.exists() else None
+        return None if held == rev else f"{path.name} now pins {held}, not {rev}"
+
+    return check
+
+
+def scratch_recipe(rev: str) -> Setup:
+    data = json.loads(RECIPE_TEXT)
+    data["model"]["revision"] = rev
+    return write("scratch.json", json.dumps(data))
+
+
+STUB_LOCK_NO_HASH = (
+    'version = 1\n[[package]]\nname = "cuda-tile"\nversion = "1.0.0"\n'
+    'sdist = { url = "https://files.example/cuda_tile-1.0.0.tar.gz" }\n'
+)
+e2e_args = ("--work", "{tmp}/w", "--tree", "patched", "--out", "{tmp}/o")
+
+CASES += [
+    # the launcher: the recipe reader (strict JSON, known shapes) -- class 6
+    Case(
+        "ln-recipe-key-twice",
+        "launcher",
+        "a recipe giving the variant no-spec twice (the last would win)",
+        (*launch_args, "--variant", "no-spec", "--print"),
+        2,
+        r'key "no-spec" is given twice in one object \(lines \d+, \d+\): JSON readers keep only one',
+        recipe_text('"forced-reject": {', '"no-spec": {"speculative": false},\n    "forced-reject": {'),
+    ),
+    Case(
+        "ln-recipe-nan",
+        "launcher",
+        "a recipe holding NaN, which is not JSON",
+        (*launch_args, "--print"),
+        2,
+        r"r.json: NaN is not JSON",
+        recipe_text('"temperature": 0.0', '"temperature": NaN'),
+    ),
+    Case(
+        "ln-recipe-unknown-section",
+        "launcher",
+        "a recipe with a misspelt top-level key",
+        (*launch_args, "--print"),
+        2,
+        r"unknown keys \['varaints'\]; a recipe of schema 1 has",
+        recipe_with(varaints={}),
+    ),
+    Case(
+        "ln-launch-unknown-key",
+        "launcher",
+        "a recipe whose launch section has a misspelt key",
+        (*launch_args, "--print"),
+        2,
+        r"unknown keys \['launch.enviroment'\]",
+        launch_with(enviroment={"A": "1"}),
+    ),
+    Case(
+        "ln-schema-true",
+        "launcher",
+        "schema true (which Python counts as 1)",
+        (*launch_args, "--print"),
+        2,
+        r"`schema` is True; this launcher reads schema \[1\]",
+        recipe_with(schema=True),
+    ),
+    Case(
+        "ln-set-no-dashes",
+        "launcher",
+        "a variant setting a flag written without its dashes",
+        (*launch_args, "--variant", "x", "--print"),
+        2,
+        r"`variants.x.set`: 'tp-size' is not a flag: write it as SGLang's argv does, `--name`",
+        variant("x", {"set": {"tp-size": "2"}}),
+    ),
+    Case(
+        "ln-set-flag-with-value",
+        "launcher",
+        "a variant setting `--tp-size=2` as one flag",
+        (*launch_args, "--variant", "x", "--print"),
+        2,
+        r"'--tp-size=2' is not a flag: .*no `=VALUE`",
+        variant("x", {"set": {"--tp-size=2": "1"}}),
+    ),
+    Case(
+        "ln-set-value-is-a-flag",
+        "launcher",
+        "a variant value that argparse would read as a flag",
+        (*launch_args, "--variant", "x", "--print"),
+        2,
+        r"`variants.x.set.--attention-backend`: value '--tp-size=2' starts with - and would be read",
+        variant("x", {"set": {"--attention-backend": "--tp-size=2"}}),
+    ),
+    Case(
+        "ln-unset-not-a-flag",
+        "launcher",
+        "a variant unsetting a word that is not a flag",
+        (*launch_args, "--variant", "x", "--print"),
+        2,
+        r"`variants.x.unset`: 'triton' is not a flag",
+        variant("x", {"unset": ["triton"]}),
+    ),
+    Case(
+        "ln-env-name-equals",
+        "launcher",
+        "an environment name holding `=` (accepted by --print, a traceback at start)",
+        (*launch_args, "--variant", "x", "--print"),
+        2,
+        r"`variants.x.env`: 'A=B' is not an environment variable name",
+        variant("x", {"env": {"A=B": "1"}}),
+    ),
+    Case(
+        "ln-env-value-nul",
+        "launcher",
+        "an environment value holding a NUL character",
+        (*launch_args, "--print"),
+        2,
+        r"`launch.env.SGLANG_BATCH_INVARIANT_OPS_SMALL_M_TRITON`: environment value '1\\x006' holds a NUL",
+        launch_with(env={"SGLANG_BATCH_INVARIANT_OPS_SMALL_M_TRITON": "1\x006"}),
+    ),
+    Case(
+        "ln-argv-serving-flag",
+        "launcher",
+        "a recipe argv holding --port (the launcher's flag)",
+        (*launch_args, "--port", "30000", "--print"),
+        2,
+        r"`launch.argv` holds \['--port'\]: serving flags are the launcher's to append",
+        launch_with(argv=[*json.loads(RECIPE_TEXT)["launch"]["argv"], "--port", "1"]),
+    ),
+    Case(
+        "ln-variant-serving-flag",
+        "launcher",
+        "a variant setting --host",
+        (*launch_args, "--variant", "x", "--print"),
+        2,
+        r"variant `x` edits \['--host'\]: serving flags are the launcher's to append",
+        variant("x", {"set": {"--host": "0.0.0.0"}}),
+    ),
+    Case(
+        "ln-serving-flags-foreign",
+        "launcher",
+        "a recipe allowlisting a numerics flag as a serving flag",
+        (*launch_args, "--print"),
+        2,
+        r"`launch.servingFlags` lists \['--tp-size'\]; the launcher appends only \['--host', '--port'\]",
+        launch_with(servingFlags=["--host", "--port", "--tp-size"]),
+    ),
+    Case(
+        "ln-header-outside",
+        "launcher",
+        "a DeepGEMM header path leaving site-packages (a name that becomes a path)",
+        (*launch_args, "--print"),
+        2,
+        r"`deepGemm.fencedHeader`: '../../../etc/passwd' is not a relative path below its folder",
+        recipe_with(deepGemm={**json.loads(RECIPE_TEXT)["deepGemm"], "fencedHeader": "../../../etc/passwd"}),
+    ),
+    # the launcher: values it appends or edits, checked on the path --print and a start share -- class 6
+    Case(
+        "ln-host-smuggles-a-flag",
+        "launcher",
+        "--host=--tp-size=2 (a numerics flag past the allowlist)",
+        ("--recipe", str(RECIPE), "--host=--tp-size=2", "--print"),
+        2,
+        r"--host: not an address to bind: '--tp-size=2'",
+    ),
+    Case(
+        "ln-port-arabic-digits",
+        "launcher",
+        "--port in Arabic-Indic digits (Python's int reads them as 30000)",
+        ("--recipe", str(RECIPE), "--port", "\u0663\u0660\u0660\u0660\u0660", "--print"),
+        2,
+        r"--port: not a TCP port: '\u0663\u0660\u0660\u0660\u0660' \(.*in ASCII digits\)",
+    ),
+    Case(
+        "ln-port-dashes",
+        "launcher",
+        "--port=-- (found by the fuzzer: argparse handed over an empty list, a TypeError)",
+        ("--recipe", str(RECIPE), "--port=--", "--print"),
+        2,
+        r"--port needs a value \(given \[\]\)",
+    ),
+    Case(
+        "ln-gpus-letters",
+        "launcher",
+        "--gpus x,y",
+        ("--recipe", str(RECIPE), "--replicas", "2", "--port", "30000", "--gpus", "x,y", "--print"),
+        2,
+        r"--gpus: 'x,y': 'x' is not a GPU index \(0, 1, \.\.\.; ASCII digits, no spaces\)",
+    ),
+    Case(
+        "ln-gpus-twice",
+        "launcher",
+        "--gpus naming one GPU twice",
+        ("--recipe", str(RECIPE), "--replicas", "2", "--port", "30000", "--gpus", "0,0", "--print"),
+        2,
+        r"--gpus: '0,0' names GPU 0 more than once",
+    ),
+    Case(
+        "ln-gpus-unused",
+        "launcher",
+        "more GPUs than replicas (one would serve nothing)",
+        ("--recipe", str(RECIPE), "--replicas", "1", "--port", "30000", "--gpus", "0,1", "--print"),
+        2,
+        r"--gpus 0,1 names 2 GPUs for 1 replica\(s\): GPU 1 would serve nothing",
+    ),
+    Case(
+        "ln-replicas-superscript",
+        "launcher",
+        "--replicas ² (str.isdigit says it is a digit)",
+        ("--recipe", str(RECIPE), "--replicas", "\u00b2", "--port", "30000", "--print"),
+        2,
+        r"not a positive whole number: '\u00b2' \(ASCII digits",
+    ),
+    Case(
+        "ln-memory-over-one",
+        "launcher",
+        "--mem-fraction-static 2 with replicas sharing a GPU (a ZeroDivisionError)",
+        (*launch_args, "--replicas", "2", "--port", "30000", "--print"),
+        2,
+        r"replicas sharing a GPU divide the argv's --mem-fraction-static, but '2' is not a fraction",
+        memory("2"),
+    ),
+    Case(
+        "ln-memory-share-rounds-to-one",
+        "launcher",
+        "a memory share that rounds to 1 for the second replica on a GPU",
+        (*launch_args, "--replicas", "2", "--port", "30000", "--print"),
+        2,
+        r"a replica's share of GPU 0 rounds to 1, not a fraction below 1",
+        memory("0.99999"),
+    ),
+    Case(
+        "ln-log-dir-file",
+        "launcher",
+        "--log-dir naming a file (the fleet's start would fail after --print passed)",
+        ("--recipe", str(RECIPE), "--replicas", "2", "--port", "30000", "--log-dir", "{tmp}/f", "--print"),
+        2,
+        r"log folder: .*/f exists and is not a folder",
+        write("f", "x"),
+    ),
+    Case(
+        "ln-cache-dir-blocked",
+        "launcher",
+        "an XDG_CACHE_HOME that is a file (the JIT cache folder cannot be made)",
+        ("--recipe", str(RECIPE), "--print"),
+        2,
+        r"SGLANG_DG_CACHE_DIR \(the DeepGEMM JIT cache\): .* is not a folder",
+        write("f", "x"),
+        env={"XDG_CACHE_HOME": "{tmp}/f", "BITEXACT_DEEP_GEMM": "/nix/store/x-deep-gemm"},
+    ),
+    Case(
+        "ln-recipe-env-carriage-return",
+        "launcher",
+        "BITEXACT_RECIPE ending in a carriage return (the message showed a name that looks right)",
+        ("--print",),
+        2,
+        r"BITEXACT_RECIPE: '.*qwen3.8-27b-exact.json\\r' holds '\\r'",
+        env={"BITEXACT_RECIPE": str(RECIPE) + "\r"},
+    ),
+    Case(
+        "ln-recipe-path-too-long",
+        "launcher",
+        "a --recipe path the OS calls too long (a traceback)",
+        ("--recipe", "x" * 5000, "--print"),
+        2,
+        r"cannot read recipe x+: File name too long",
+    ),
+    # the fleet's printed plan
+    Case(
+        "fl-plan-shape",
+        "fleet",
+        "a plan whose replica lacks argv (a TypeError)",
+        ("{tmp}/plan.json",),
+        2,
+        r"fleet.replicas\[0\] must be an object with exactly name, argv, env and url",
+        write("plan.json", json.dumps({"fleet": {"replicas": [{"name": "replica-0"}], "router": {}}})),
+    ),
+    Case(
+        "fl-plan-name",
+        "fleet",
+        "a plan whose replica name leads out of the log folder",
+        ("{tmp}/plan.json",),
+        2,
+        r"fleet.replicas\[0\].name must be a name such as replica-0",
+        write(
+            "plan.json",
+            json.dumps(
+                {
+                    "fleet": {
+                        "replicas": [{"name": "../x", "argv": ["p"], "env": {}, "url": "http://h:1"}],
+                        "router": {"name": "router", "argv": ["p"], "env": {}, "url": "http://h:2"},
+                    }
+                }
+            ),
+        ),  # fmt: skip
+    ),
+    Case(
+        "fl-log-dir-file",
+        "fleet",
+        "a log folder that is a file",
+        ("{tmp}/plan.json", "{tmp}/f"),
+        2,
+        r"log folder: .*/f exists and is not a folder",
+        both(
+            write("f", "x"),
+            write(
+                "plan.json",
+                json.dumps(
+                    {
+                        "fleet": {
+                            "replicas": [
+                                {"name": "replica-0", "argv": ["p"], "env": {}, "url": "http://h:1"}
+                            ],
+                            "router": {"name": "router", "argv": ["p"], "env": {}, "url": "http://h:2"},
+                        }
+                    }
+                ),
+            ),
+        ),  # fmt: skip
+    ),
+    # the image entrypoint
+    Case(
+        "ep-port-twice",
+        "entrypoint",
+        "--port given twice",
+        ("--port", "30000", "--port", "30001"),
+        2,
+        r"--port given twice \(30000 and 30001\): give it once",
+    ),
+    Case(
+        "ep-recipe-key-twice",
+        "entrypoint",
+        "an image recipe giving a key twice",
+        ("--preflight-only",),
+        2,
+        r'refusing to start: .*key "no-spec" is given twice',
+        recipe_text('"forced-reject": {', '"no-spec": {"speculative": false},\n    "forced-reject": {'),
+        env={"BITEXACT_RECIPE": "{tmp}/r.json"},
+    ),
+    Case(
+        "ep-recipe-carriage-return",
+        "entrypoint",
+        "BITEXACT_RECIPE ending in a carriage return",
+        ("--preflight-only",),
+        2,
+        r"refusing to start: BITEXACT_RECIPE: '.*r.json\\r' holds '\\r'",
+        env={"BITEXACT_RECIPE": "{tmp}/r.json\r"},
+    ),
+    # the end-to-end runners' arguments
+    Case(
+        "e2e-port-digits",
+        "e2e",
+        "--port in Arabic-Indic digits",
+        (*e2e_args, "--port", "\u0663\u0660\u0660\u0660\u0660"),
+        2,
+        r"argument --port: not a TCP port: '\u0663\u0660\u0660\u0660\u0660'",
+    ),
+    Case(
+        "e2e-only-unknown",
+        "e2e",
+        "--only naming no battery (nothing would run, exit 0)",
+        (*e2e_args, "--only", "gpu-parity-recipes"),
+        2,
+        r"--only names \['gpu-parity-recipes'\], which are not among \['gpu-parity-recipe', ",
+    ),
+    Case(
+        "e2e-timeout-inf",
+        "e2e",
+        "--start-timeout inf",
+        (*e2e_args, "--start-timeout", "inf"),
+        2,
+        r"argument --start-timeout: not a number of seconds from 0 to a week: 'inf'",
+    ),
+    Case(
+        "e2e-memory-over-one",
+        "e2e",
+        "--mem-fraction-static 2",
+        (*e2e_args, "--mem-fraction-static", "2"),
+        2,
+        r"argument --mem-fraction-static: '2' is not a fraction between 0 and 1",
+    ),
+    Case(
+        "e2e-option-twice",
+        "e2e",
+        "--out given twice (the last would win)",
+        (*e2e_args, "--out", "{tmp}/p"),
+        2,
+        r"--out given twice \(.*/o and .*/p\): give it once",
+    ),
+    Case(
+        "e2e-goldens-name-escapes",
+        "e2e-goldens",
+        "a golden check step whose name leads out of --out",
+        ("--work", "{tmp}/w", "--out", "{tmp}/o", "--golden-dir", "{tmp}/g", "check:../x=patched"),
+        2,
+        r"step 'check:../x=patched': write check:NAME=TREE\[:VARIANT\].*NAME, TREE and VARIANT each",
+        check=lambda tmp: None if not (tmp / "x").exists() else "a folder was made outside --out",
+    ),
+    Case(
+        "e2e-goldens-step-twice",
+        "e2e-goldens",
+        "two steps of one name (one folder, one verdict)",
+        ("--work", "{tmp}/w", "--out", "{tmp}/o", "--golden-dir", "{tmp}/g", "record", "record"),
+        2,
+        r"step 'record': two steps named 'record' share one folder",
+        write("w/patched/sglang/__init__.py", ""),
+    ),
+    Case(
+        "e2e-router-tree-escapes",
+        "e2e-router",
+        "a router tree name leading out of --work",
+        ("--work", "{tmp}/w", "--tree", "../x", "--out", "{tmp}/o", "--router-site", "{tmp}/site"),
+        2,
+        r"argument --tree: '../x' is not a name",
+    ),
+    Case(
+        "e2e-assemble-name-escapes",
+        "e2e-assemble",
+        "a tree name leading out of --work",
+        ("tree", "--wheels", "{tmp}", "--work", "{tmp}/w", "--name", "../x"),
+        2,
+        r"argument --name: '../x' is not a name",
+    ),
+    # pinlock: pins that read as pinned but are not -- class 7
+    Case(
+        "pl-narhash-null",
+        "pinlock",
+        "a source pin with narHash null (read as pinned)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"MALFORMED  nix/pins/sglang-src.json narHash: .*narHash null is not an SRI sha256",
+        checkout(
+            pin(
+                "nix/pins/sglang-src.json",
+                {"owner": "sgl-project", "repo": "sglang", "rev": ENGINE_REV, "narHash": None},
+            )
+        ),
+    ),  # fmt: skip
+    Case(
+        "pl-src-old-rev",
+        "pinlock",
+        "a source pin left at the old rev after the recipe's engine moved (read as pinned)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"ABSENT  nix/pins/sglang-src.json narHash: .*pins sgl-project/sglang@111111111111, "
+        r"the recipe's engine is sgl-project/sglang@542a043f1b68",
+        checkout(
+            pin(
+                "nix/pins/sglang-src.json",
+                {"owner": "sgl-project", "repo": "sglang", "rev": "1" * 40, "narHash": GOOD_SRI},
+            )
+        ),
+    ),  # fmt: skip
+    Case(
+        "pl-cargo-other-rev",
+        "pinlock",
+        "a Cargo pin written for another commit",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"ABSENT  nix/pins/sglang-cargo.json outputHashes: .*written for '1{40}', the recipe's engine is",
+        checkout(pin("nix/pins/sglang-cargo.json", {"rev": "1" * 40, "locks": [], "outputHashes": {}})),
+    ),
+    Case(
+        "pl-cargo-lock-escapes",
+        "pinlock",
+        "a Cargo pin listing a lock file outside its folder (a name that becomes a path)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"MALFORMED  nix/pins/sglang-cargo.json locks .*locks must list relative paths of Cargo.lock files",
+        checkout(
+            pin(
+                "nix/pins/sglang-cargo.json",
+                {"rev": ENGINE_REV, "locks": ["../../../etc/Cargo.lock"], "outputHashes": {}},
+            )
+        ),
+    ),  # fmt: skip
+    Case(
+        "pl-scratch-recipe",
+        "pinlock",
+        "--recipe at a scratch copy naming another revision (it replaced the checkout's pin)",
+        (
+            "--root",
+            "{tmp}/repo",
+            "--recipe",
+            "{tmp}/scratch.json",
+            "weights",
+            "Qwen/Qwen3.8-27B",
+            "--snapshot",
+            "{tmp}/hub/models--Qwen--Qwen3.8-27B/snapshots/" + OTHER_REV,
+        ),  # fmt: skip
+        2,
+        r"already pins Qwen/Qwen3.8-27B@1d4bf0f2ff60; pinning Qwen/Qwen3.8-27B@bbbbbbbbbbbb would replace "
+        r"it, and the recipe nix/recipes/qwen3.8-27b-exact.json, which names @1d4bf0f2ff60",
+        both(
+            checkout(manifest("Qwen/Qwen3.8-27B", RECIPE_REV)),
+            scratch_recipe(OTHER_REV),
+            hub_cache({"model.safetensors": b"w"}, repo="Qwen/Qwen3.8-27B", rev=OTHER_REV),
+        ),
+        check=unchanged_manifest("Qwen/Qwen3.8-27B", RECIPE_REV),
+    ),
+    Case(
+        "pl-recipe-field-missing",
+        "pinlock",
+        "a recipe whose model has no revision (a KeyError)",
+        ("--root", "{tmp}/repo", "status"),
+        2,
+        r"recipe .*qwen3.8-27b-exact.json: `model.revision` is missing",
+        both(checkout(), recipe_in_checkout(lambda d: d["model"].pop("revision"))),
+    ),
+    Case(
+        "pl-recipe-field-type",
+        "pinlock",
+        "a recipe whose engine repo is a number (a TypeError)",
+        ("--root", "{tmp}/repo", "status"),
+        2,
+        r"`engine.repo` must be a string, not 5",
+        both(checkout(), recipe_in_checkout(lambda d: d["engine"].update(repo=5))),
+    ),
+    Case(
+        "pl-recipe-rev-branch",
+        "pinlock",
+        "a recipe naming its model by a branch (a failed step, exit 1, for a usage error)",
+        ("--root", "{tmp}/repo", "weights"),
+        2,
+        r"`model.revision`: a commit is 40 lower-case hex digits, not 'main'",
+        both(checkout(), recipe_in_checkout(lambda d: d["model"].update(revision="main"))),
+    ),
+    Case(
+        "pl-recipe-key-twice",
+        "pinlock",
+        "a recipe giving the engine's rev twice",
+        ("--root", "{tmp}/repo", "status"),
+        2,
+        r'not valid JSON \(key "rev" is given twice in one object\)',
+        both(
+            checkout(),
+            recipe_text(
+                '"rev": "542a',
+                f'"rev": "{"1" * 40}", "rev": "542a',
+                "repo/nix/recipes/qwen3.8-27b-exact.json",
+            ),
+        ),
+    ),
+    Case(
+        "pl-shards-without-index",
+        "pinlock",
+        "an offline snapshot holding shard 1 of 2 and no index (it was pinned)",
+        ("--root", "{tmp}/repo", "weights", "Org/Name@" + REV, "--snapshot", "{tmp}/hub"),
+        1,
+        r"the shards' names say there are 2, the snapshot lacks model-00002-of-00002.safetensors",
+        checkout(hub_cache({"model-00001-of-00002.safetensors": b"w", "config.json": b"{}"})),
+        env={"HF_HUB_OFFLINE": "1"},
+        check=absent("repo/pkgs/weights/manifests/Org--Name.json"),
+    ),
+    Case(
+        "pl-manifest-repo-null",
+        "pinlock",
+        "a weights manifest whose repo is null (found by the fuzzer: a TypeError)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"MALFORMED  weights manifest Qwen/Qwen3.8-27B@1d4bf0f2ff60: .*repo must be a string, not null",
+        checkout(
+            pin(
+                "pkgs/weights/manifests/Qwen--Qwen3.8-27B.json",
+                {"repo": None, "revision": RECIPE_REV, "files": []},
+            )
+        ),
+    ),  # fmt: skip
+    Case(
+        "pl-uv-lock-no-hash",
+        "pinlock",
+        "a uv.lock sdist without a hash (found by the fuzzer: a KeyError)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"MALFORMED  pkgs/server-env/uv.lock: uv.lock: cuda-tile 1.0.0: its sdist needs a url and a hash",
+        checkout(write("repo/pkgs/server-env/uv.lock", STUB_LOCK_NO_HASH)),
+    ),
+    # pinlock: misleading messages and exit codes -- class 9
+    Case(
+        "pl-status-carriage-return",
+        "pinlock",
+        "a source pin whose owner ends in a carriage return (found by the fuzzer: printed as it looks right)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"ABSENT  nix/pins/sglang-src.json narHash: .*pins sgl-project\\r/sglang@542a043f1b68, the recipe's",
+        checkout(
+            pin(
+                "nix/pins/sglang-src.json",
+                {"owner": "sgl-project\r", "repo": "sglang", "rev": ENGINE_REV, "narHash": GOOD_SRI},
+            )
+        ),
+    ),  # fmt: skip
+    Case(
+        "pl-rev-upper-case",
+        "pinlock",
+        'a 40-digit revision in upper case (told "40 hex digits")',
+        ("--root", "{tmp}/repo", "weights", "Org/Name@" + "A" * 40),
+        2,
+        r"is in upper case; write the commit in lower case, as git prints it: a{40}",
+        checkout(),
+    ),
+    Case(
+        "pl-option-twice",
+        "pinlock",
+        "--root given twice (the last would win)",
+        ("--root", "{tmp}/repo", "--root", "{tmp}", "status"),
+        2,
+        r"--root given more than once; give each option once",
+        checkout(),
+    ),
+    Case(
+        "pl-option-abbreviated",
+        "pinlock",
+        "--rec for --recipe (an abbreviation taken silently)",
+        ("--root", "{tmp}/repo", "--rec", "{tmp}/r.json", "status"),
+        2,
+        r"unknown option --rec: did you mean --recipe\? \(abbreviations are not taken\)",
+        checkout(),
     ),
 ]

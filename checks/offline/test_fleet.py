@@ -38,7 +38,7 @@ needs_router = pytest.mark.skipif(
 
 def test_replicas_sharing_a_gpu_divide_its_memory_in_start_order() -> None:
     argv = ["python", "-m", "sglang.launch_server", "--mem-fraction-static", "0.88", "--host", "h"]
-    replicas, router = fleet.fleet_plan(argv, {"A": "1"}, "py", 3, ["0"], "127.0.0.1", 30100, "round_robin")
+    replicas, router = fleet.fleet_plan(argv, {"A": "1"}, "py", 3, "0", "127.0.0.1", 30100, "round_robin")
     fractions = [float(r.argv[r.argv.index("--mem-fraction-static") + 1]) for r in replicas]
     # SGLang sizes a replica's pools as fraction x (memory free at its start); one after another, each
     # then gets the same share of the card: 0.88 / 3.
@@ -56,14 +56,14 @@ def test_replicas_sharing_a_gpu_divide_its_memory_in_start_order() -> None:
 
 
 def test_a_wildcard_bind_is_reached_on_the_loopback() -> None:
-    replicas, router = fleet.fleet_plan(["python"], {}, "py", 1, ["0"], "0.0.0.0", 30100, "round_robin")
+    replicas, router = fleet.fleet_plan(["python"], {}, "py", 1, "0", "0.0.0.0", 30100, "round_robin")
     assert replicas[0].url == "http://127.0.0.1:30101" and router.url == "http://127.0.0.1:30100"
     assert router.argv[router.argv.index("--host") + 1] == "0.0.0.0"  # it still listens where asked
 
 
 def test_replicas_on_their_own_gpus_keep_the_recipes_memory() -> None:
     argv = ["python", "--mem-fraction-static", "0.88"]
-    replicas, _ = fleet.fleet_plan(argv, {}, "py", 2, ["0", "1"], "127.0.0.1", 30100, "round_robin")
+    replicas, _ = fleet.fleet_plan(argv, {}, "py", 2, "0,1", "127.0.0.1", 30100, "round_robin")
     assert [r.argv for r in replicas] == [
         ["python", "--mem-fraction-static", "0.88", "--port", "30101"],
         ["python", "--mem-fraction-static", "0.88", "--port", "30102", "--base-gpu-id", "1"],
@@ -73,13 +73,17 @@ def test_replicas_on_their_own_gpus_keep_the_recipes_memory() -> None:
 @pytest.mark.parametrize(
     ("replicas", "gpus", "policy", "message"),
     [
-        (0, ["0"], "round_robin", "at least one replica"),
-        (2, ["0"], "fastest", "--router-policy 'fastest'"),
-        (2, [], "round_robin", "names no GPU"),
-        (2, ["0"], "round_robin@65534", "leaves no room for 2 replicas"),
+        (0, "0", "round_robin", "at least one replica"),
+        (2, "0", "fastest", "--router-policy 'fastest'"),
+        (2, "", "round_robin", "names no GPU"),
+        (2, "0", "round_robin@65534", "leaves no room for 2 replicas"),
+        (2, "0,,1", "round_robin", r"--gpus: '0,,1': '' is not a GPU index"),
+        (2, "0, 1", "round_robin", r"' 1' is not a GPU index"),
+        (2, "0,0", "round_robin", "names GPU 0 more than once"),
+        (1, "0,1", "round_robin", r"names 2 GPUs for 1 replica\(s\): GPU 1 would serve nothing"),
     ],
 )
-def test_bad_fleets_are_refused(replicas: int, gpus: list[str], policy: str, message: str) -> None:
+def test_bad_fleets_are_refused(replicas: int, gpus: str, policy: str, message: str) -> None:
     policy, _, port = policy.partition("@")
     with pytest.raises(fleet.FleetError, match=message):
         fleet.fleet_plan(["python"], {}, "py", replicas, gpus, "127.0.0.1", int(port or 1), policy)
@@ -127,9 +131,7 @@ def running_fleet(tmp_path: Path) -> Iterator[tuple[str, list[str], subprocess.P
         )
         for i, p in enumerate(ports)
     ]
-    _, router = fleet.fleet_plan(
-        ["x"], {}, sys.executable, 2, ["0", "1"], "127.0.0.1", router_port, "round_robin"
-    )
+    _, router = fleet.fleet_plan(["x"], {}, sys.executable, 2, "0,1", "127.0.0.1", router_port, "round_robin")
     router.argv[router.argv.index("--worker-urls") + 1 : router.argv.index("--policy")] = [
         r.url for r in replicas
     ]

@@ -304,10 +304,15 @@ def test_cli_usage_errors(
     assert message in capsys.readouterr().err
 
 
-def test_cli_rejects_a_bad_port(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        _run(monkeypatch, ["--recipe", str(RECIPE_PATH), "--port", "70000"], {})
-    assert exit_info.value.code == 2
+@pytest.mark.parametrize("port", ["70000", "0", "030000", "\u0663\u0660\u0660\u0660\u0660", "3e4", " 30000"])
+def test_cli_rejects_a_bad_port_where_print_would(
+    port: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Checked where it is appended (plan), so a start refuses what --print refuses: nothing is run."""
+    for mode in ([], ["--print"]):
+        code, calls = _run(monkeypatch, ["--recipe", str(RECIPE_PATH), f"--port={port}", *mode], {})
+        assert code == 2 and calls == []
+        assert f"--port: not a TCP port: {port!r}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -162,7 +162,7 @@ def test_set_semantics() -> None:
     assert set_flag(argv, "--new", "x") == argv + ["--new", "x"]
     with pytest.raises(RecipeError, match="switch without a value"):
         set_flag(argv, "--switch", "x")
-    with pytest.raises(RecipeError, match="may not start with --"):
+    with pytest.raises(RecipeError, match="starts with - and would be read as another flag"):
         set_flag(argv, "--a", "--b")
 
 

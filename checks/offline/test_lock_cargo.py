@@ -13,6 +13,8 @@ from pinlock import commands
 from pinlock.cargo import GitDependency, committed_locks_present, git_dependencies, output_hashes
 from pinlock.pins import CARGO_LOCKS, CARGO_PIN, PinError
 
+REPO = Path(__file__).resolve().parents[2]
+
 SHA_A = "0123456789abcdef0123456789abcdef01234567"
 SHA_B = "89abcdef0123456789abcdef0123456789abcdef"
 LOCK_V3 = f"""
@@ -144,10 +146,10 @@ source = "git+https://github.com/acme/gadget.git?branch=main#{gadget_rev}"
         )
     root = tmp_path / "checkout"
     (root / "nix" / "recipes").mkdir(parents=True)
-    (root / "nix" / "pins").mkdir()
-    (root / "nix" / "pins" / "sglang-src.json").write_text(
-        json.dumps({"owner": "sgl-project", "repo": "sglang", "rev": sglang_rev})
-    )
+    # The pins serve the recipe: its engine at the commit of this stand-in SGLang repository.
+    recipe = json.loads((REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json").read_text())
+    recipe["engine"]["rev"] = sglang_rev
+    (root / "nix" / "recipes" / "qwen3.8-27b-exact.json").write_text(json.dumps(recipe))
     ctx = commands.Context(
         root=root,
         cache=tmp_path / "cache",

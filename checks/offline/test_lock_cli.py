@@ -43,12 +43,18 @@ def _manifest(repo: str, revision: str) -> dict[str, object]:
     }
 
 
+# A hash of the form Nix accepts (the sha256 of nothing; no pin here is fetched).
+SRI = "sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+
+
 def _all_pinned(root: Path) -> dict[str, Path]:
     recipe = json.loads((root / "nix/recipes/qwen3.8-27b-exact.json").read_text())
+    owner, repo = recipe["engine"]["repo"].split("/")
+    rev = recipe["engine"]["rev"]
+    write_json(root / "nix/pins/sglang-src.json", {"owner": owner, "repo": repo, "rev": rev, "narHash": SRI})
     write_json(
-        root / "nix/pins/sglang-src.json", {"owner": "o", "repo": "r", "rev": "0" * 40, "narHash": "x"}
+        root / "nix/pins/sglang-cargo.json", {"rev": rev, "locks": ["rust/Cargo.lock"], "outputHashes": {}}
     )
-    write_json(root / "nix/pins/sglang-cargo.json", {"locks": ["rust/Cargo.lock"], "outputHashes": {}})
     (root / "nix/pins/sglang-cargo-locks/rust").mkdir(parents=True)
     (root / "nix/pins/sglang-cargo-locks/rust/Cargo.lock").write_text("version = 4\n")
     manifests = {}
@@ -151,7 +157,12 @@ def test_weights_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "not a Hugging Face repo id" in capsys.readouterr().err
     # A malformed revision is refused before any step runs (2, not a failed step's 1).
     assert main(["--root", str(root), "weights", "Org/Name@main"]) == 2
-    assert "40 hex digits" in capsys.readouterr().err
+    assert "a commit is 40 lower-case hex digits, not 'main'" in capsys.readouterr().err
+    # Upper case is refused with the spelling pins take, not folded silently (nor called "not 40 hex").
+    assert main(["--root", str(root), "weights", "Org/Name@" + "A" * 40]) == 2
+    assert f"is in upper case; write the commit in lower case, as git prints it: {'a' * 40}" in (
+        capsys.readouterr().err
+    )
     assert main(["--root", str(root), "--recipe", str(tmp_path / "nope.json"), "status"]) == 2
     assert "nope.json is missing" in capsys.readouterr().err
     with pytest.raises(SystemExit):
@@ -163,14 +174,11 @@ def test_failed_step_keeps_going_and_reports(
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the snapshot check asks the Hub only when it may
     root = _checkout(tmp_path)
-    write_json(root / "nix/pins/sglang-src.json", {"owner": "o", "repo": "r"})  # no rev: the src step fails
     cache = tmp_path / "hub" / "models--Org--Name"
     (cache / "snapshots" / ("a" * 40)).mkdir(parents=True)  # a hub cache whose snapshot holds no file
     (cache / "blobs").mkdir()
     (cache / "refs").mkdir()
     args = ["--root", str(root), "--cache-dir", str(tmp_path / "c")]
-    assert main([*args, "src"]) == 1
-    assert "`rev` is missing" in capsys.readouterr().err
     assert main([*args, "weights", f"Org/Name@{'a' * 40}", "--snapshot", str(tmp_path / "hub")]) == 1
     err = capsys.readouterr().err
     assert "it holds no weights (no files" in err

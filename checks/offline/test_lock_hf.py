@@ -119,7 +119,7 @@ def test_validate_manifest_schema(repos: dict[str, HubRepo]) -> None:
     assert validate_manifest(good, "m") == good
     for broken, message in [
         (good | {"extra": 1}, "exactly repo, revision, files"),
-        (good | {"revision": "main"}, "40 hex"),
+        (good | {"revision": "main"}, "40 lower-case hex"),
         (good | {"repo": "no-slash"}, "org/name"),
         (good | {"files": []}, "non-empty"),
         (good | {"files": list(reversed(good["files"]))}, "sorted"),

@@ -97,22 +97,35 @@ let
 
   # What is still absent, one line each, for the `pins` check and README (never throws).
   #   pinsDir: nix/pins; manifestsDir: pkgs/weights/manifests; repos: HF repos that need a
-  #   manifest; wheelStubs: dists whose PyPI sdist only downloads a wheel from another index.
+  #   manifest; wheelStubs: dists whose PyPI sdist only downloads a wheel from another index;
+  #   engine: the recipe's {repo = "owner/name"; rev} the source pin serves (a pin of another rev is
+  #   not the recipe's, as `nix run .#lock -- status` says too).
   missing =
     {
       pinsDir,
       manifestsDir,
       repos,
       wheelStubs,
+      engine ? null,
     }:
     let
       src = read (pinsDir + "/sglang-src.json");
+      srcFor =
+        if engine == null || src == null then
+          [ ]
+        else if "${toString (src.owner or "")}/${toString (src.repo or "")}" != engine.repo || (src.rev or null) != engine.rev then
+          [
+            "nix/pins/sglang-src.json: it pins ${toString (src.owner or "?")}/${toString (src.repo or "?")}@${toString (src.rev or "?")}, the recipe's engine is ${engine.repo}@${engine.rev}"
+          ]
+        else
+          [ ];
       cargoPin = read (pinsDir + "/sglang-cargo.json");
       stubs = read (pinsDir + "/wheel-stubs.json");
       stubOk = n: stubs != null && hasAttr n stubs && isSriSha256 (stubs.${n}.hash or null);
     in
     concatLists [
       (if src != null && isSriSha256 (src.narHash or null) then [ ] else [ "nix/pins/sglang-src.json: narHash" ])
+      srcFor
       (
         if cargoPin == null || !(hasAttr "outputHashes" cargoPin) then
           [ "nix/pins/sglang-cargo.json: outputHashes" ]

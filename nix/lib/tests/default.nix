@@ -12,6 +12,20 @@ let
   };
   completeHashes = (pins.read (fx + "/pins-complete/sglang-cargo.json")).outputHashes;
 
+  # The complete fixture pins against a recipe whose engine is sgl-project/sglang at `rev`.
+  missingForEngineAt =
+    rev:
+    pins.missing {
+      pinsDir = fx + "/pins-complete";
+      manifestsDir = fx + "/manifests";
+      repos = [ ];
+      wheelStubs = [ "cuda-tile" ];
+      engine = {
+        repo = "sgl-project/sglang";
+        inherit rev;
+      };
+    };
+
   # True when evaluating `v` deeply throws (the message is checked by pytest).
   throws = v: !(builtins.tryEval (builtins.deepSeq v v)).success;
 
@@ -94,6 +108,18 @@ let
         repos = [ "Qwen/Qwen3.8-27B" ];
         wheelStubs = [ "cuda-tile" ];
       };
+      expected = [ ];
+    };
+
+    # A source pin is the recipe's only at the recipe's rev: one the engine moved away from is named.
+    missingWhenTheEngineMoved = {
+      expr = missingForEngineAt "1111111111111111111111111111111111111111";
+      expected = [
+        "nix/pins/sglang-src.json: it pins sgl-project/sglang@542a043f1b68796d269ef1ee11be7865f8d4a5f1, the recipe's engine is sgl-project/sglang@1111111111111111111111111111111111111111"
+      ];
+    };
+    missingWhenTheEngineIsThePins = {
+      expr = missingForEngineAt "542a043f1b68796d269ef1ee11be7865f8d4a5f1";
       expected = [ ];
     };
 

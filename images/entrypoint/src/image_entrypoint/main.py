@@ -14,13 +14,15 @@ Every external input comes from the environment the image sets, so a test drives
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from exactlaunch import values
+from exactlaunch.crash import one_line
+from exactlaunch.options import Once, strict_parser, typed
 from exactlaunch.preflight import PreflightFailure
 from exactlaunch.preflight import preflight as engine_preflight
 from exactlaunch.recipe import Recipe, RecipeError, load_recipe
@@ -54,6 +56,11 @@ class Settings:
     def from_env(cls, env: Mapping[str, str]) -> Settings:
         if not env.get("BITEXACT_RECIPE"):
             raise PreflightError("BITEXACT_RECIPE is unset: the image sets it; run the image's entrypoint")
+        for var in ("BITEXACT_RECIPE", "BITEXACT_HF_HUB_CACHE", "HF_HUB_CACHE", "BITEXACT_WEIGHTS_SPEC"):
+            try:
+                values.path_text(env.get(var) or "")
+            except values.BadValue as error:
+                raise PreflightError(f"{var}: {error}") from None
         cache = env.get("BITEXACT_HF_HUB_CACHE") or env.get("HF_HUB_CACHE")
         return cls(
             recipe=Path(env["BITEXACT_RECIPE"]),
@@ -144,7 +151,7 @@ def run_preflight(
         argv, _env = apply_variant(recipe.argv, recipe.env, variant_named(recipe, variant))
     except RecipeError as error:
         raise PreflightError(str(error)) from error
-    raw = json.loads(settings.recipe.read_text())
+    raw = recipe.data  # the same reading of the file as the launcher's (strict JSON, checked shape)
 
     libs, cards = find_gpus(settings.environ)
     check_driver_library(libs)
@@ -172,10 +179,16 @@ def server_command(variant: str, port: str) -> list[str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("--variant", default="recipe", help="recipe variant to serve (default: recipe)")
+    parser = strict_parser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--port", default=DEFAULT_PORT, help=f"port inside the container (default {DEFAULT_PORT})"
+        "--variant", default="recipe", action=Once, help="recipe variant to serve (default: recipe)"
+    )
+    parser.add_argument(
+        "--port",
+        default=DEFAULT_PORT,
+        action=Once,
+        type=typed(values.port_text),
+        help=f"port inside the container (default {DEFAULT_PORT})",
     )
     parser.add_argument(
         "--preflight-only", action="store_true", help="run the preflight and exit 0 when it passes"
@@ -183,11 +196,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@one_line(PROG)
 def main(args: Sequence[str] | None = None) -> int:
     options = _parser().parse_args(list(sys.argv[1:] if args is None else args))
-    if not options.port.isdigit() or not 0 < int(options.port) < 65536:
-        print(f"{PROG}: error: not a TCP port: {options.port!r}", file=sys.stderr)
-        return 2
     try:
         warnings = run_preflight(Settings.from_env(os.environ), options.variant)
     except PreflightError as error:
@@ -198,9 +209,13 @@ def main(args: Sequence[str] | None = None) -> int:
     print(f"{PROG}: preflight passed", file=sys.stderr)
     if options.preflight_only:
         return 0
-    command = server_command(options.variant, str(int(options.port)))
+    command = server_command(options.variant, options.port)
     sys.stderr.flush()
-    os.execvp(command[0], command)
+    try:
+        os.execvp(command[0], command)
+    except OSError as error:
+        print(f"{PROG}: error: cannot start {command[0]}: {error.strerror or error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

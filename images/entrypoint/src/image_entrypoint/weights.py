@@ -9,11 +9,12 @@ Sizes, not hashes: the store already verified the content, and hashing ~55 GB at
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from exactlaunch import strictjson
 
 from image_entrypoint.checks import PreflightError
 
@@ -34,8 +35,8 @@ def repo_folder(repo: str) -> str:
 def load_spec(path: Path) -> list[RepoWeights]:
     """The completeness spec the image bakes in (a JSON list of {repo, revision, files: [{path, size}]})."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
+        data = strictjson.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, strictjson.JsonProblem) as error:
         raise PreflightError(f"cannot read the weights spec {path}: {error}") from error
     try:
         return [

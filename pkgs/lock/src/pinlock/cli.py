@@ -1,15 +1,21 @@
 """`pinlock` (`nix run .#lock`): fill the pins that need a network, or report which are absent.
 
 Exit status: 0 done (or, for `status`, everything pinned); 1 something is absent, malformed or failed to
-pin (the failed steps are named; finished pins are kept); 2 a usage error (a bad argument, a missing
-path, a --snapshot of another repo or revision, no checkout)."""
+pin (the failed steps are named; finished pins are kept); 2 a usage error (a bad argument, an option given
+twice, a missing path, a --snapshot of another repo or revision, no checkout, a recipe missing a field or
+giving it the wrong type, a pin the recipe would lose) or an unexpected error (one line naming the file
+its traceback was written to)."""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import os
 import sys
+import tempfile
+import time
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -30,8 +36,9 @@ def _default_cache() -> Path:
 
 def _repo_at_rev(text: str) -> tuple[str, str | None]:
     repo, _, rev = text.partition("@")
-    if rev and not hf.is_revision(rev):
-        raise UsageError(f"{text}: give the commit as ORG/NAME@REV (40 hex digits), not a branch or tag")
+    problem = hf.revision_problem(rev) if rev else None
+    if problem:
+        raise UsageError(f"{text}: give the commit as ORG/NAME@REV: {problem}")
     try:
         return hf.check_repo(repo), (rev or None)
     except ManifestError as error:
@@ -72,9 +79,39 @@ def _add_common(parser: argparse.ArgumentParser, default: object) -> None:
     )
 
 
+# Options that take a value: each given at most once (argparse would let the last one win silently).
+VALUE_OPTIONS = ("--root", "--cache-dir", "--recipe", "--cargo-dir", "--snapshot", "--python")
+
+
+def _options(argv: Sequence[str]) -> list[str]:
+    words = list(argv[: argv.index("--")] if "--" in argv else argv)
+    return [w.split("=", 1)[0] for w in words if w.startswith("--") and w != "--"]
+
+
+def _repeated(argv: Sequence[str]) -> list[str]:
+    names = _options(argv)
+    return sorted({n for n in names if n in VALUE_OPTIONS and names.count(n) > 1})
+
+
+def _unknown_option(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
+    """The first option no command has, named with the closest one (argparse, with subcommands, would
+    take the option's value for the command and say that instead)."""
+    known = {o for a in parser._actions for o in a.option_strings}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                known |= {o for a in sub._actions for o in a.option_strings}
+    for name in _options(argv):
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=1)
+            return f"unknown option {name}" + (f": did you mean {close[0]}?" if close else "")
+    return None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pinlock",
+        allow_abbrev=False,  # `--rec` never silently means `--recipe`
         description="Fill the pins of the bit-exact SGLang flake that need a network: the SGLang source "
         "narHash (nix/pins/sglang-src.json), its Cargo.lock files and their git dependency hashes "
         "(nix/pins/sglang-cargo-locks/, nix/pins/sglang-cargo.json), "
@@ -87,10 +124,10 @@ def _parser() -> argparse.ArgumentParser:
     _add_common(parser, default=None)
     # The same options after the command (`pinlock weights --force`): SUPPRESS keeps the values
     # given before it unless the command's own are given.
-    common = argparse.ArgumentParser(add_help=False)
+    common = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     _add_common(common, default=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    add = functools.partial(sub.add_parser, parents=[common])
+    add = functools.partial(sub.add_parser, parents=[common], allow_abbrev=False)
     add("all", help="everything still absent (the default)")
     add("src", help="narHash of the SGLang source at the pinned rev")
     cargo = add("cargo", help="SGLang's Cargo.lock files and the outputHashes of their git dependencies")
@@ -144,7 +181,7 @@ def _weights_targets(ctx: commands.Context, repos: list[str], path: Path | None)
             located = snapshot.locate(path, repo, rev)
             targets.append((repo, located.commit, located))
         elif rev is None:
-            raise UsageError(f"{text}: give the commit as ORG/NAME@REV (40 hex digits)")
+            raise UsageError(f"{text}: give the commit as ORG/NAME@REV (40 lower-case hex digits)")
         else:
             targets.append((repo, rev, None))
     return targets
@@ -168,20 +205,66 @@ def _run_steps(steps: list[tuple[str, Callable[[], None]]]) -> int:
     return 0
 
 
+def _visible(text: str) -> str:
+    """One line, with control characters shown as escapes: a pin value ending in a carriage return
+    would otherwise print as the value that looks right, or as two lines."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+
+
 def _error(error: BaseException) -> int:
-    print(f"pinlock: error: {error}", file=sys.stderr)
+    print(f"pinlock: error: {_visible(str(error))}", file=sys.stderr)
     return 2 if isinstance(error, UsageError) else 1
 
 
+def _report_crash(error: Exception) -> int:
+    """An unexpected error: one line on stderr, the traceback in a file (pinlock runs on nixpkgs' Python,
+    apart from the launcher and its exactlaunch.crash, so it writes its own, in the same folder)."""
+    name = f"pinlock-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}.txt"
+    written = "nowhere (no folder could be written)"
+    for folder in (_default_cache().parent / "crash", Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text("".join(traceback.format_exception(error)))
+        except OSError:
+            continue
+        written = str(folder / name)
+        break
+    frame = traceback.extract_tb(error.__traceback__)[-1:]
+    where = f" at {Path(frame[0].filename).name}:{frame[0].lineno}" if frame else ""
+    summary = " ".join(str(error).split())[:300] or "(no message)"
+    print(
+        f"pinlock: internal error: {type(error).__name__}: {summary}{where}; the full traceback is in "
+        f"{written} (please report it with the command line)",
+        file=sys.stderr,
+    )
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    options = _parser().parse_args(argv)
+    try:
+        return _main(sys.argv[1:] if argv is None else list(argv))
+    except KeyboardInterrupt:
+        print("pinlock: interrupted (exit 130); finished pins were kept", file=sys.stderr)
+        return 130
+    except Exception as error:  # nothing but SystemExit leaves as a traceback
+        return _report_crash(error)
+
+
+def _main(argv: list[str]) -> int:
+    parser = _parser()
+    twice, unknown = _repeated(argv), _unknown_option(parser, argv)
+    if unknown:
+        parser.error(f"{unknown} (abbreviations are not taken)")  # exits 2
+    if twice:
+        parser.error(f"{', '.join(twice)} given more than once; give each option once")
+    options = parser.parse_args(argv)
     if options.command == "hash-path":
         if not options.path.exists() and not options.path.is_symlink():
             return _error(UsageError(f"{options.path} does not exist"))
         try:
             digest = nar_sha256(options.path)
-        except FAILURES as error:
-            return _error(error)
+        except FAILURES as error:  # a path that cannot be read, or one a NAR cannot hold: a bad argument
+            return _error(UsageError(f"hash-path {options.path}: {error}"))
         print(nix32(digest) if options.base32 else sri(digest))
         return 0
     try:
@@ -201,7 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except FAILURES as error:
             return _error(error)
         for what, state, why in rows:
-            print(f"{state}  {what}" + (f": {why}" if why and state == "MALFORMED" else ""))
+            line = f"{state}  {what}" + (f": {why}" if why and state != "pinned" else "")
+            print(_visible(line))
         return 0 if all(state == "pinned" for _, state, _ in rows) else 1
     if command == "uv":
         return _run_steps([("uv", lambda: commands.lock_uv(ctx, options.upgrade))])

@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pinlock import cargo, hf, hub, net, snapshot, stubs
+from pinlock import cargo, guard, hf, hub, net, recipe, snapshot, state, stubs
 from pinlock.nar import nar_sha256, sri
 from pinlock.pins import (
     CARGO_LOCKS,
     CARGO_PIN,
     DEFAULT_RECIPE,
     MANIFESTS,
-    RECIPE_SCHEMAS,
     SERVER_ENV,
     SRC_PIN,
     STUBS_PIN,
@@ -48,19 +47,13 @@ class Context:
     scratch: Path | None = None
     trees: dict[tuple[str, str, str], Path] = field(default_factory=dict)
 
-    def recipe(self) -> dict[str, Any]:
-        path = self.recipe_path or self.root / DEFAULT_RECIPE
-        data = read_json(path)
-        if data is None:
-            raise UsageError(f"recipe {path} is missing: pass --recipe PATH or run in the flake's checkout")
-        if not isinstance(data, dict):
-            raise UsageError(f"recipe {path} is not a JSON object; is this a recipe file?")
-        if data.get("schema") not in RECIPE_SCHEMAS:
-            raise UsageError(
-                f"recipe {path}: schema {data.get('schema')!r} is not one pinlock reads "
-                f"({list(RECIPE_SCHEMAS)}); use the pinlock of the flake the recipe came with"
-            )
-        return data
+    def recipe(self) -> recipe.RecipePins:
+        """The recipe this run pins for (--recipe, else the checkout's default), every field checked."""
+        return recipe.read(self.recipe_path or self.root / DEFAULT_RECIPE)
+
+    def write(self, rel: Path, data: Any, old: str | None, new: str) -> None:
+        """Write a pin of the checkout through the replace guard (pinlock.guard)."""
+        guard.write(self.root, rel, data, old=old, new=new, force=self.force)
 
 
 @contextmanager
@@ -95,28 +88,22 @@ def tree_nar_hash(tree: Path, label: str) -> str:
     return sri(digest)
 
 
-def _src_pin(ctx: Context) -> dict[str, Any]:
-    pin = read_json(ctx.root / SRC_PIN)
-    if pin is None:
-        engine = ctx.recipe()["engine"]
-        owner, repo = engine["repo"].split("/")
-        pin = {"owner": owner, "repo": repo, "rev": engine["rev"]}
-    for key in ("owner", "repo", "rev"):
-        if not isinstance(pin.get(key), str):
-            raise PinError(f"{SRC_PIN}: `{key}` is missing")
-    return pin
-
-
 def lock_src(ctx: Context) -> None:
-    """nix/pins/sglang-src.json: the narHash of the GitHub tarball at the pinned rev."""
-    pin = _src_pin(ctx)
-    if "narHash" in pin and not ctx.force:
-        say(f"{SRC_PIN}: already pinned ({pin['narHash']}); --force recomputes")
+    """nix/pins/sglang-src.json: the narHash of the GitHub tarball at the recipe's engine rev."""
+    engine = ctx.recipe().engine
+    current, why = state.src(ctx.root, engine)
+    if current == state.PINNED and not ctx.force:
+        say(f"{SRC_PIN}: already pinned for {engine}; --force recomputes")
         return
-    tree = github_tree(ctx, pin["owner"], pin["repo"], pin["rev"])
-    pin = {"owner": pin["owner"], "repo": pin["repo"], "rev": pin["rev"]}
-    pin["narHash"] = tree_nar_hash(tree, f"{pin['repo']}@{pin['rev'][:12]}")
-    write_json(ctx.root / SRC_PIN, pin)
+    if why and current != state.PINNED:
+        say(f"{why}: pinning {engine}")
+    held = state.src_identity(ctx.root)
+    old = held.identity if held is not None else None
+    guard.check_replace(ctx.root, SRC_PIN, old, engine.identity, ctx.force)  # before the download
+    tree = github_tree(ctx, engine.owner, engine.repo, engine.rev)
+    pin = {"owner": engine.owner, "repo": engine.repo, "rev": engine.rev}
+    pin["narHash"] = tree_nar_hash(tree, str(engine))
+    ctx.write(SRC_PIN, pin, old, engine.identity)
     say(f"{SRC_PIN}: narHash {pin['narHash']}")
 
 
@@ -134,17 +121,17 @@ def lock_cargo(ctx: Context, cargo_dir: str = "rust", manual: dict[str, str] | N
 
     Written only when complete. Hashes computed so far are kept in the cache (a rerun resumes);
     `manual` ({name-version: hash}) supplies what cannot be computed from a GitHub tarball."""
-    pin = _src_pin(ctx)
-    existing = read_json(ctx.root / CARGO_PIN) or {}
-    done = (
-        existing.get("rev") == pin["rev"]
-        and "outputHashes" in existing
-        and cargo.committed_locks_present(existing, ctx.root / CARGO_LOCKS)
-    )
+    engine = ctx.recipe().engine
+    hashes_state, locks_state = state.cargo(ctx.root, engine)
+    done = hashes_state[0] == locks_state[0] == state.PINNED
     if done and not ctx.force and not manual:
-        say(f"{CARGO_PIN}: already pinned for {pin['rev'][:12]}; --force recomputes")
+        say(f"{CARGO_PIN}: already pinned for {engine}; --force recomputes")
         return
-    tree = github_tree(ctx, pin["owner"], pin["repo"], pin["rev"])
+    written_for = _cargo_rev(ctx.root)
+    old = f"{engine.owner}/{engine.repo}@{written_for}" if written_for else None
+    guard.check_replace(ctx.root, CARGO_PIN, old, engine.identity, ctx.force)  # before the download
+    pin = {"owner": engine.owner, "repo": engine.repo, "rev": engine.rev}
+    tree = github_tree(ctx, engine.owner, engine.repo, engine.rev)
     locks = cargo_lock_files(tree, cargo_dir)
     if not locks:
         raise PinError(f"no Cargo.lock under {cargo_dir}/ in {pin['repo']}@{pin['rev']}: pass --cargo-dir")
@@ -159,7 +146,10 @@ def lock_cargo(ctx: Context, cargo_dir: str = "rust", manual: dict[str, str] | N
             by_commit[dep.commit] = manual[dep.key]
     unknown = sorted(set(manual or {}) - {d.key for d in deps})
     if unknown:
-        raise PinError(f"--set names no git dependency of the Cargo locks: {unknown}")
+        raise UsageError(
+            f"--set names no git dependency of the Cargo locks: {unknown}; they have "
+            f"{sorted({d.key for d in deps}) or 'none'}"
+        )
     for dep in deps:
         if dep.commit in by_commit:
             continue
@@ -169,8 +159,20 @@ def lock_cargo(ctx: Context, cargo_dir: str = "rust", manual: dict[str, str] | N
     # The lock files first, the pin that lists them last: an interrupted run leaves no pin naming
     # files that are not there.
     committed = cargo.commit_locks(tree, locks, ctx.root / CARGO_LOCKS)
-    write_json(ctx.root / CARGO_PIN, {"rev": pin["rev"], "locks": committed, "outputHashes": hashes})
+    ctx.write(
+        CARGO_PIN, {"rev": pin["rev"], "locks": committed, "outputHashes": hashes}, old, engine.identity
+    )
     say(f"{CARGO_PIN}: {len(committed)} Cargo.lock file(s) under {CARGO_LOCKS}, {len(hashes)} output hashes")
+
+
+def _cargo_rev(root: Path) -> str | None:
+    """The commit the checkout's Cargo pin was written for, when it names one."""
+    try:
+        pin = read_json(root / CARGO_PIN)
+    except PinError:
+        return None
+    rev = pin.get("rev") if isinstance(pin, dict) else None
+    return rev if isinstance(rev, str) else None
 
 
 def _git_dep_hash(ctx: Context, dep: cargo.GitDependency) -> str:
@@ -193,30 +195,28 @@ def _git_dep_hash(ctx: Context, dep: cargo.GitDependency) -> str:
 
 def lock_weights(ctx: Context, repo: str, revision: str, located: snapshot.Located | None = None) -> None:
     """pkgs/weights/manifests/<org>--<name>.json for repo@revision, from the Hub or a local hub cache."""
-    hf.check_revision(revision)
-    path = ctx.root / MANIFESTS / hf.manifest_filename(repo)
-    state, detail = manifest_state(ctx, repo, revision)
-    if state == "pinned" and not ctx.force:
-        say(f"{path.relative_to(ctx.root)}: already pinned at {revision[:12]}; --force recomputes")
+    try:
+        hf.check_revision(revision)
+    except hf.ManifestError as error:
+        raise UsageError(f"{repo}: {error}") from None
+    rel = MANIFESTS / hf.manifest_filename(repo)
+    current, detail = state.manifest(ctx.root, repo, revision)
+    if current == state.PINNED and not ctx.force:
+        say(f"{rel}: already pinned at {revision[:12]}; --force recomputes")
         return
-    pinned, wanted = pinned_revision(ctx, repo), recipe_revision(ctx, repo)
-    if pinned is not None and pinned != revision and revision != wanted and not ctx.force:
-        # Replacing the pin with a revision the recipe does not name would leave the recipe unpinned.
-        raise UsageError(
-            f"{path.relative_to(ctx.root)} already pins {repo}@{pinned}; pinning @{revision} would replace "
-            f"it, and the recipe, which names @{wanted or '(none)'}, would then find its pin absent: update "
-            "the recipe's revision first (docs/bumping.md), or pass --force to replace the pin anyway"
-        )
-    if state == "MALFORMED":
+    pinned = pinned_revision(ctx, repo)
+    old, new = (f"{repo}@{pinned}" if pinned else None), f"{repo}@{revision}"
+    guard.check_replace(ctx.root, rel, old, new, ctx.force)  # before the hashing or the download
+    if current == state.MALFORMED:
         say(f"{detail}: writing it again")
     if located is not None:
         say(f"hashing and verifying every file of {located.revision.snapshot_path}")
         manifest = snapshot.manifest_from_cache(located, repo, _file_progress(), say)
     else:
         manifest = hub.manifest_from_hub(repo, revision, ctx.cache / "hub")
-    write_json(path, manifest)
+    ctx.write(rel, manifest, old, new)
     total = sum(f["size"] for f in manifest["files"]) / 2**30
-    say(f"{path.relative_to(ctx.root)}: {len(manifest['files'])} files, {total:.2f} GiB")
+    say(f"{rel}: {len(manifest['files'])} files, {total:.2f} GiB")
 
 
 def pinned_revision(ctx: Context, repo: str) -> str | None:
@@ -227,35 +227,6 @@ def pinned_revision(ctx: Context, repo: str) -> str | None:
         return None
     revision = data.get("revision") if isinstance(data, dict) else None
     return revision if isinstance(revision, str) and data.get("repo") == repo else None
-
-
-def recipe_revision(ctx: Context, repo: str) -> str | None:
-    """The revision the recipe names for `repo` (its model or drafter), if it names it."""
-    try:
-        return dict(recipe_repos(ctx)).get(repo)
-    except PinError:
-        return None
-
-
-def manifest_state(ctx: Context, repo: str, revision: str) -> tuple[str, str]:
-    """("pinned" | "ABSENT" | "MALFORMED", why) of the manifest of repo@revision in the checkout."""
-    rel = MANIFESTS / hf.manifest_filename(repo)
-    fix = f"delete it and run `nix run .#lock -- weights {repo}@{revision}`"
-    try:
-        data = read_json(ctx.root / rel)
-    except PinError as error:
-        return "MALFORMED", f"{error} ({fix})"
-    if data is None:
-        return "ABSENT", f"{rel} does not exist"
-    try:
-        hf.validate_manifest(data, str(rel))
-    except hf.ManifestError as error:
-        return "MALFORMED", f"{error} ({fix})"
-    if data["repo"] != repo:
-        return "MALFORMED", f"{rel} is the manifest of {data['repo']}, not {repo} ({fix})"
-    if data["revision"] != revision:
-        return "ABSENT", f"{rel} pins {data['revision'][:12]}, not {revision[:12]}"
-    return "pinned", ""
 
 
 def _file_progress() -> Callable[[str, int], Callable[[int], None]]:
@@ -270,9 +241,8 @@ def _file_progress() -> Callable[[str, int], Callable[[int], None]]:
 
 
 def recipe_repos(ctx: Context) -> list[tuple[str, str]]:
-    """(repo, revision) of the recipe's model and drafter."""
-    recipe = ctx.recipe()
-    return [(recipe[k]["repo"], recipe[k]["revision"]) for k in ("model", "drafter") if k in recipe]
+    """(repo, revision) of the recipe's model and drafter that come from the Hub."""
+    return list(ctx.recipe().weights)
 
 
 def lock_uv(ctx: Context, upgrade: bool = False) -> None:
@@ -290,11 +260,13 @@ def lock_wheel_stubs(ctx: Context, python: str = "cp312", arch: str = "x86_64") 
     """nix/pins/wheel-stubs.json: for each sdist-only package of uv.lock that is a wheel stub, the URL and
     hash of the real wheel on the index the stub names (for the Nix interpreter `python`)."""
     lock = ctx.root / SERVER_ENV / "uv.lock"
-    pinned = read_json(ctx.root / STUBS_PIN) or {}
+    pinned, broken = state.stubs(ctx.root)
+    if broken:
+        say(f"{broken}: writing it again")
     out: dict[str, Any] = {}
     for package in stubs.sdist_only(lock.read_text()):
         previous = pinned.get(package.name)
-        if previous and previous.get("version") == package.version and not ctx.force:
+        if state.stub(previous, package.version)[0] == state.PINNED and not ctx.force:
             out[package.name] = previous
             continue
         archive = ctx.cache / "sdists" / package.url.rsplit("/", 1)[-1]
@@ -322,45 +294,34 @@ def lock_wheel_stubs(ctx: Context, python: str = "cp312", arch: str = "x86_64") 
             digest = hf.sha256_file(path)
         out[package.name] = {"version": package.version, "url": wheel.url, "hash": sri(bytes.fromhex(digest))}
         say(f"{package.name} {package.version}: {wheel.filename}")
-    write_json(ctx.root / STUBS_PIN, dict(sorted(out.items())))
+    # These pins follow uv.lock, which no recipe names: the guard has no recipe's pin to keep here.
+    ctx.write(STUBS_PIN, dict(sorted(out.items())), None, str(lock))
 
 
 def status(ctx: Context) -> list[tuple[str, str, str]]:
-    """(what, "pinned" | "ABSENT" | "MALFORMED", why) for every pin this tool writes."""
-
-    def present(check: Callable[[], bool]) -> tuple[str, str]:
-        try:
-            return ("pinned", "") if check() else ("ABSENT", "")
-        except PinError as error:
-            return "MALFORMED", f"{error}"
-
-    src = present(lambda: "narHash" in (read_json(ctx.root / SRC_PIN) or {}))
-    cargo_hashes = present(lambda: "outputHashes" in (read_json(ctx.root / CARGO_PIN) or {}))
-
-    def locks_present() -> bool:
-        pin = read_json(ctx.root / CARGO_PIN)
-        return isinstance(pin, dict) and cargo.committed_locks_present(pin, ctx.root / CARGO_LOCKS)
-
+    """(what, "pinned" | "ABSENT" | "MALFORMED", why) for every pin this tool writes, each checked
+    against the recipe it serves (pinlock.state)."""
+    pins = ctx.recipe()
+    hashes, locks = state.cargo(ctx.root, pins.engine)
     rows = [
-        (f"{SRC_PIN} narHash", *src),
-        (f"{CARGO_PIN} outputHashes", *cargo_hashes),
-        (f"{CARGO_PIN} locks ({CARGO_LOCKS}/)", *present(locks_present)),
+        (f"{SRC_PIN} narHash", *state.src(ctx.root, pins.engine)),
+        (f"{CARGO_PIN} outputHashes", *hashes),
+        (f"{CARGO_PIN} locks ({CARGO_LOCKS}/)", *locks),
     ]
-    for repo, revision in recipe_repos(ctx):
-        rows.append((f"weights manifest {repo}@{revision[:12]}", *manifest_state(ctx, repo, revision)))
+    for repo, revision in pins.weights:
+        rows.append((f"weights manifest {repo}@{revision[:12]}", *state.manifest(ctx.root, repo, revision)))
     lock = ctx.root / SERVER_ENV / "uv.lock"
-    rows.append((f"{SERVER_ENV}/uv.lock", "pinned" if lock.is_file() else "ABSENT", ""))
-    if lock.is_file():
-        try:
-            pinned = read_json(ctx.root / STUBS_PIN) or {}
-        except PinError as error:
-            pinned, broken = {}, str(error)
-        else:
-            broken = ""
-        for package in stubs.sdist_only(lock.read_text()):
-            entry = pinned.get(package.name) or {}
-            state = (
-                "MALFORMED" if broken else ("pinned" if entry.get("version") == package.version else "ABSENT")
+    try:
+        sdists = stubs.sdist_only(lock.read_text()) if lock.is_file() else None
+    except (ValueError, OSError) as error:  # a uv.lock that cannot be read is a malformed pin
+        rows.append((f"{SERVER_ENV}/uv.lock", state.MALFORMED, str(error)))
+        return rows
+    rows.append((f"{SERVER_ENV}/uv.lock", "pinned" if sdists is not None else "ABSENT", ""))
+    if sdists is not None:
+        pinned, broken = state.stubs(ctx.root)
+        for package in sdists:
+            row = (
+                (state.MALFORMED, broken) if broken else state.stub(pinned.get(package.name), package.version)
             )
-            rows.append((f"{STUBS_PIN} {package.name} (sdist only)", state, broken))
+            rows.append((f"{STUBS_PIN} {package.name} (sdist only)", *row))
     return rows

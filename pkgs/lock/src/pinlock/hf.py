@@ -6,6 +6,7 @@ The manifests come from the Hub (pinlock.hub) or from a local hub cache (pinlock
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -33,9 +34,21 @@ def is_revision(text: str) -> bool:
     return HEX40.fullmatch(text) is not None
 
 
+def revision_problem(text: str) -> str | None:
+    """Why `text` is not a commit id as pins hold it, or None. Upper case is refused, not folded: git and
+    the Hub print commits in lower case, nix/lib/pins.nix matches only that, and one spelling per commit
+    keeps pin files comparable with the recipe's."""
+    if is_revision(text):
+        return None
+    if is_revision(text.lower()):
+        return f"{text!r} is in upper case; write the commit in lower case, as git prints it: {text.lower()}"
+    return f"a commit is 40 lower-case hex digits, not {text!r} (a branch, a tag or a short id)"
+
+
 def check_revision(revision: str) -> str:
-    if not is_revision(revision):
-        raise ManifestError(f"a manifest pins a commit (40 hex digits), not {revision!r}")
+    problem = revision_problem(revision)
+    if problem:
+        raise ManifestError(problem)
     return revision
 
 
@@ -64,6 +77,9 @@ def validate_manifest(data: Any, where: str) -> dict[str, Any]:
     """Check the contract's schema; returns the manifest or raises ManifestError naming `where`."""
     if not isinstance(data, dict) or set(data) != {"repo", "revision", "files"}:
         raise ManifestError(f"{where}: a manifest is an object with exactly repo, revision, files")
+    for key in ("repo", "revision"):
+        if not isinstance(data[key], str):
+            raise ManifestError(f"{where}: {key} must be a string, not {json.dumps(data[key])}")
     try:
         check_repo(data["repo"])
         check_revision(data["revision"])

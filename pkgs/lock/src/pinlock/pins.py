@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ SERVER_ENV = Path("pkgs/server-env")
 RECIPES = Path("nix/recipes")
 DEFAULT_RECIPE = RECIPES / "qwen3.8-27b-exact.json"
 RECIPE_SCHEMAS = (1,)  # the recipe file formats pinlock reads (nix/recipes/*.json "schema")
+SRI_SHA256 = re.compile(r"sha256-[A-Za-z0-9+/]{43}=")
 
 
 class PinError(RuntimeError):
@@ -37,22 +39,45 @@ def find_root(start: Path) -> Path:
     raise PinError(f"no nix/recipes/ at or above {start}: run pinlock in the flake's checkout or pass --root")
 
 
+def is_sri(text: object) -> bool:
+    """An SRI sha256 (`sha256-` and 44 base64 characters), the form nix/lib/pins.nix accepts."""
+    return isinstance(text, str) and SRI_SHA256.fullmatch(text) is not None
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    twice = sorted({key for key in keys if keys.count(key) > 1})
+    if twice:
+        raise ValueError(f"key {json.dumps(twice[0])} is given twice in one object")
+    return dict(pairs)
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def read_json(path: Path) -> Any | None:
-    """The parsed file, or None when it does not exist."""
-    if path.is_dir():
-        raise UsageError(f"{path} is a directory, where a JSON file belongs")
+    """The parsed file, or None when it does not exist. Read strictly (RFC 8259): a key given twice in one
+    object, which Python's json would resolve silently by keeping the last, is refused, and so are NaN and
+    Infinity. (pinlock runs on nixpkgs' Python, apart from the launcher, so it has its own reader.)"""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return None
+    except IsADirectoryError:
+        raise UsageError(f"{path} is a directory, where a JSON file belongs") from None
+    except OSError as error:
+        raise PinError(f"{path}: cannot be read ({error.strerror or error})") from None
     try:
-        return json.loads(data.decode("utf-8"))
+        return json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_not_json)
     except UnicodeDecodeError as error:
         raise PinError(
             f"{path}: not UTF-8 text (byte {error.start}: {data[error.start : error.start + 1]!r}); "
             "save it as UTF-8, or delete it and run again"
         ) from None
-    except json.JSONDecodeError as error:
+    except RecursionError:
+        raise PinError(f"{path}: not readable JSON (nested too deeply); fix or delete it") from None
+    except ValueError as error:  # json.JSONDecodeError, a repeated key, NaN
         raise PinError(f"{path}: not valid JSON ({error}); fix or delete it and run again") from None
 
 

@@ -15,7 +15,9 @@ A directory downloaded with `--local-dir` records no repo id, so it is refused: 
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +28,14 @@ from huggingface_hub import scan_cache_dir
 from huggingface_hub.utils import CachedRepoInfo, CachedRevisionInfo
 
 from pinlock import hub
-from pinlock.hf import HEX40, HEX64, content_ids, is_revision, manifest
+from pinlock.hf import HEX40, HEX64, content_ids, is_revision, manifest, revision_problem
 from pinlock.pins import PinError, UsageError
 
 _KINDS = ("models--", "datasets--", "spaces--")
 # Files that hold weights, as the Hub's model repos store them.
+# A shard of split weights, as transformers names them: `model-00001-of-00002.safetensors`.
+SHARD = re.compile(r"(?P<stem>.+)-(?P<number>[0-9]+)-of-(?P<count>[0-9]+)(?P<ext>\.[A-Za-z0-9]+)")
+INDEXED = (".safetensors", ".bin")  # shards loaded through an index file (`<stem><ext>.index.json`)
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5", ".msgpack")
 
 
@@ -132,7 +137,9 @@ def _revision(
     listing = ", ".join(c[:12] + "".join(f" ({n})" for n in sorted(cached[c].refs)) for c in sorted(cached))
     if path_revision is not None:
         if not is_revision(path_revision):
-            raise UsageError(f"--snapshot {path}: snapshots/{path_revision} is not a commit (40 hex digits)")
+            raise UsageError(
+                f"--snapshot {path}: snapshots/{path_revision}: {revision_problem(path_revision)}"
+            )
         if asked is not None and asked != path_revision:
             raise UsageError(
                 f"--snapshot {path} is {repo.repo_id}@{path_revision}, not the revision asked for, {asked}: "
@@ -218,7 +225,7 @@ def _completeness(
             note(
                 f"{snapshot}: huggingface_hub recorded no file listing for this commit and the Hub could "
                 f"not be asked ({why}), so a file never downloaded can only be noticed through the "
-                "snapshot's own safetensors index"
+                "snapshot's own safetensors index and its shards' names"
             )
     if listing is None:
         if not any(p.endswith(WEIGHT_SUFFIXES) for p in sizes):
@@ -227,6 +234,10 @@ def _completeness(
                 f"{', '.join(WEIGHT_SUFFIXES)}): a partial download; `hf download {repo} --revision "
                 f"{located.commit}` fetches the rest"
             )
+        # Without a listing, the shards' own names say how many there are and which index loads them.
+        problems += [
+            f"{p}; `hf download {repo} --revision {located.commit}` fetches it" for p in shards_by_name(sizes)
+        ]
     else:
         missing = sorted(set(listing) - set(sizes))
         if missing:
@@ -242,6 +253,32 @@ def _completeness(
             problems.append(f"{path} is not in {source}")
     for path in sorted(p for p in sizes if p.endswith(".safetensors.index.json")):
         problems += _shards_missing(snapshot, path, sizes)
+    return problems
+
+
+def shards_by_name(present: dict[str, int] | set[str]) -> list[str]:
+    """What a set of sharded weights (`model-00001-of-00002.safetensors`) lacks by its names: the other
+    shards, and the index (`model.safetensors.index.json`) through which transformers and SGLang find them."""
+    groups: dict[tuple[str, str, str], set[int]] = {}
+    for path in present:
+        found = SHARD.fullmatch(path)
+        if found:
+            groups.setdefault((found["stem"], found["ext"], found["count"]), set()).add(int(found["number"]))
+    problems = []
+    for (stem, ext, count), numbers in sorted(groups.items()):
+        total, width = int(count), len(count)
+        strays = sorted(n for n in numbers if not 1 <= n <= total)
+        if strays:
+            problems.append(f"{stem}-{strays[0]:0{width}d}-of-{count}{ext} is no shard of {total}")
+        lacking = total - len(numbers) + len(strays)
+        if lacking > 0:
+            absent = itertools.islice((n for n in range(1, total + 1) if n not in numbers), 5)
+            shown = ", ".join(f"{stem}-{n:0{width}d}-of-{count}{ext}" for n in absent)
+            more = f" and {lacking - 5} more" if lacking > 5 else ""
+            problems.append(f"the shards' names say there are {total}, the snapshot lacks {shown}{more}")
+        index = f"{stem}{ext}.index.json"
+        if ext in INDEXED and index not in present:
+            problems.append(f"sharded weights {stem}-*-of-{count}{ext} without their index {index}")
     return problems
 
 

@@ -42,14 +42,28 @@ def normalize(name: str) -> str:
 
 
 def sdist_only(uv_lock_text: str) -> list[SdistOnly]:
-    """Packages of a uv.lock that have an sdist and no wheel."""
+    """Packages of a uv.lock that have an sdist and no wheel; ValueError naming the package for a lock
+    that is not TOML or not of uv's shape (a hand edit, a merge left half done)."""
+    try:
+        packages = tomllib.loads(uv_lock_text).get("package", [])
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"uv.lock is not TOML ({error}): `nix run .#lock -- uv` writes it again") from None
+    if not isinstance(packages, list):
+        raise ValueError("uv.lock: `package` must be a list of [[package]] tables")
     out = []
-    for package in tomllib.loads(uv_lock_text).get("package", []):
+    for package in packages:
+        if not isinstance(package, dict) or not all(
+            isinstance(package.get(k), str) for k in ("name", "version")
+        ):
+            raise ValueError(f"uv.lock: a [[package]] without a string name and version: {package!r:.80}")
         sdist = package.get("sdist")
         if sdist and not package.get("wheels"):
+            where = f"uv.lock: {package['name']} {package['version']}"
+            if not isinstance(sdist, dict) or not all(isinstance(sdist.get(k), str) for k in ("url", "hash")):
+                raise ValueError(f"{where}: its sdist needs a url and a hash")
             algo, _, digest = sdist["hash"].partition(":")
             if algo != "sha256":
-                raise ValueError(f"uv.lock: {package['name']} sdist hash is not sha256")
+                raise ValueError(f"{where}: sdist hash is not sha256")
             out.append(SdistOnly(package["name"], package["version"], sdist["url"], digest))
     return out
 

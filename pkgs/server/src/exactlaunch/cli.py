@@ -6,6 +6,7 @@ import argparse
 import difflib
 import json
 import os
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -13,9 +14,11 @@ from pathlib import Path
 
 from gpuhost.driver import OVERRIDE_VAR, DriverLibs, DriverNotFound, driver_environment, find_driver
 
-from exactlaunch import fleet
+from exactlaunch import fleet, values
 from exactlaunch.buildinfo import build_info
+from exactlaunch.crash import one_line
 from exactlaunch.environment import DEEP_GEMM_VAR, RECIPE_VAR, LaunchEnv, build_env
+from exactlaunch.options import Once, given, strict_parser, typed
 from exactlaunch.preflight import installed_package_dir, preflight
 from exactlaunch.recipe import Recipe, RecipeError, load_recipe
 from exactlaunch.variants import append_serving_flags, apply_variant, variant_named
@@ -36,57 +39,37 @@ class Launch:
         return EXACT_FLAG in self.argv
 
 
-class _Once(argparse.Action):
-    """Store the option's value; giving it twice is a usage error (argparse's default: the last wins)."""
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: str | Sequence[str] | None,
-        option_string: str | None = None,
-    ) -> None:
-        given: set[str] = getattr(namespace, "_given", set())
-        if self.dest in given:
-            parser.error(
-                f"{option_string} given twice ({getattr(namespace, self.dest)} and {values}): give it once"
-            )
-        given.add(self.dest)
-        namespace._given = given
-        setattr(namespace, self.dest, values)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = strict_parser(
         prog=PROG,
         description="Start SGLang with the recipe's argv and environment, verbatim or as a named variant. "
         "Only serving flags from the recipe's allowlist are added; free arguments are not accepted. "
         "The NVIDIA driver's libraries are found on this host (NixOS, the container toolkit, FHS "
         f"distributions) and put on the server's library path; {OVERRIDE_VAR}=DIR names them instead.",
-        # `--var` silently meaning `--variant` is the kind of guess a verbatim launcher must not make.
-        allow_abbrev=False,
     )
-    parser.add_argument("--recipe", type=Path, action=_Once, help=f"recipe JSON (default: ${RECIPE_VAR})")
+    parser.add_argument("--recipe", type=Path, action=Once, help=f"recipe JSON (default: ${RECIPE_VAR})")
     parser.add_argument(
-        "--variant", default="recipe", action=_Once, help="variant name from the recipe (default: recipe)"
+        "--variant", default="recipe", action=Once, help="variant name from the recipe (default: recipe)"
     )
-    parser.add_argument("--host", action=_Once, help="address to bind (serving flag)")
-    parser.add_argument("--port", type=_port, action=_Once, help="port to listen on (serving flag)")
+    # --host and --port are checked where they are appended (exactlaunch.values, through plan()), the
+    # one check that --print and a start share.
+    parser.add_argument("--host", action=Once, help="address to bind (serving flag)")
+    parser.add_argument("--port", action=Once, help="port to listen on (serving flag)")
     parser.add_argument(
         "--print", action="store_true", help="print the argv and the env it sets as JSON, exit"
     )
     parser.add_argument("--list-variants", action="store_true", help="list the recipe's variants, exit")
     parser.add_argument(
         "--replicas",
-        type=_positive,
-        action=_Once,
+        type=typed(values.count),
+        action=Once,
         help="start N replicas and SGLang's router (sglang_router) in front of them on --port; replica i "
         "listens on --port + 1 + i (default: one server, no router)",
     )
     parser.add_argument(
         "--gpus",
         default="0",
-        action=_Once,
+        action=Once,
         help="with --replicas: comma-separated GPU ids the replicas take in turn (--base-gpu-id); replicas "
         "sharing a GPU divide the recipe's --mem-fraction-static (default: 0)",
     )
@@ -94,13 +77,13 @@ def _parser() -> argparse.ArgumentParser:
         "--router-policy",
         default="round_robin",
         choices=fleet.POLICIES,
-        action=_Once,
+        action=Once,
         help="with --replicas: the router's --policy (default: round_robin, so every replica serves)",
     )
     parser.add_argument(
         "--log-dir",
         type=Path,
-        action=_Once,
+        action=Once,
         help="with --replicas: each replica's and the router's output to DIR/<name>.log (default: ours)",
     )
     parser.add_argument(
@@ -128,24 +111,12 @@ def _extra_problem(parser: argparse.ArgumentParser, argv: list[str], extra: list
             "add a variant to the recipe"
         )
     if "--" in argv or extra:
-        given = " ".join(extra) if extra else "--"
+        given = shlex.join(extra) if extra else "--"
         return (
             f"{given}: `--` and free arguments are not accepted: the argv is the recipe's (only "
             "--host/--port are added); add a variant to the recipe"
         )
     return None
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"not a positive whole number: {text!r}")
-    return int(text)
-
-
-def _port(text: str) -> str:
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise argparse.ArgumentTypeError(f"not a TCP port: {text!r}")
-    return str(int(text))
 
 
 def plan(
@@ -189,6 +160,7 @@ def _fail(message: str) -> int:
     return 2
 
 
+@one_line(PROG)
 def main(args: Sequence[str] | None = None) -> int:
     argv_in = list(sys.argv[1:] if args is None else args)
     parser = _parser()
@@ -201,6 +173,10 @@ def main(args: Sequence[str] | None = None) -> int:
     if recipe_path is None:
         return _fail(f"no recipe: pass --recipe PATH or set {RECIPE_VAR} (the Nix wrapper sets it)")
     try:
+        values.path_text(str(recipe_path))
+    except values.BadValue as error:
+        return _fail(f"{'--recipe' if options.recipe else RECIPE_VAR}: {error}")
+    try:
         recipe = load_recipe(recipe_path)
         if options.list_variants:
             for name, variant in sorted(recipe.variants.items()):
@@ -210,8 +186,7 @@ def main(args: Sequence[str] | None = None) -> int:
             print(json.dumps(build_info(recipe.name, recipe.path, os.environ), indent=1))
             return 0
         alone = sorted(
-            f"--{d.replace('_', '-')}"
-            for d in getattr(options, "_given", set()) & {"gpus", "router_policy", "log_dir"}
+            f"--{d.replace('_', '-')}" for d in given(options) & {"gpus", "router_policy", "log_dir"}
         )
         if alone and not options.replicas:
             verb = "applies" if len(alone) == 1 else "apply"
@@ -228,13 +203,21 @@ def main(args: Sequence[str] | None = None) -> int:
                 launch.env.decided,
                 sys.executable,
                 options.replicas,
-                [g.strip() for g in options.gpus.split(",") if g.strip()],
+                options.gpus,
                 options.host or "127.0.0.1",
-                int(options.port),
+                options.port,
                 options.router_policy,
             )
+            if options.log_dir is not None:
+                fleet.log_folder(options.log_dir)
+        # What a start makes: checked here, so that --print refuses what a start would fail on.
+        cache = launch.env.decided.get("SGLANG_DG_CACHE_DIR")
+        if cache:
+            values.folder_to_make(Path(cache))
     except (RecipeError, fleet.FleetError) as error:
         return _fail(str(error))
+    except values.BadValue as error:
+        return _fail(f"SGLANG_DG_CACHE_DIR (the DeepGEMM JIT cache): {error}; set XDG_CACHE_HOME to a folder")
 
     driver: DriverLibs | None = None
     driver_vars: dict[str, str] = {}
@@ -272,14 +255,19 @@ def main(args: Sequence[str] | None = None) -> int:
         # of the server's process from its start, so the launcher refuses rather than starting blind.
         return _fail(f"refusing to start: {driver_problem}")
     launch.env.full.update(driver_vars)
-    cache = launch.env.decided.get("SGLANG_DG_CACHE_DIR")
     if cache:
-        Path(cache).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(cache).mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            return _fail(f"cannot make SGLANG_DG_CACHE_DIR {cache}: {error.strerror or error}")
     sys.stdout.flush()
     sys.stderr.flush()
     if replicas:
         return fleet.supervise(replicas, router, launch.env.full, options.log_dir)
-    os.execvpe(launch.argv[0], launch.argv, launch.env.full)
+    try:
+        os.execvpe(launch.argv[0], launch.argv, launch.env.full)
+    except OSError as error:
+        return _fail(f"cannot start {launch.argv[0]}: {error.strerror or error}")
 
 
 if __name__ == "__main__":

@@ -18,12 +18,19 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
+
+from exactlaunch import strictjson, values
+from exactlaunch.crash import one_line
+from exactlaunch.recipe import RecipeError
+from exactlaunch.variants import set_flag
 
 MEM_FLAG = "--mem-fraction-static"
 GPU_FLAG = "--base-gpu-id"
+T = TypeVar("T")
 POLICIES = ("round_robin", "random", "cache_aware", "power_of_two")
 
 
@@ -42,27 +49,48 @@ class Process:
         return {"name": self.name, "argv": self.argv, "env": self.env, "url": self.url}
 
 
-def _replace(argv: list[str], flag: str, value: str) -> list[str]:
-    out = list(argv)
-    if flag in out:
-        out[out.index(flag) + 1] = value
-    else:
-        out += [flag, value]
-    return out
+def _set(argv: list[str], flag: str, value: str) -> list[str]:
+    try:
+        return set_flag(argv, flag, value)
+    except RecipeError as error:
+        raise FleetError(f"the launch's argv: {error}") from None
 
 
 def replica_argv(argv: Sequence[str], port: int, gpu: str, sharing: int, fraction: float | None) -> list[str]:
     """One replica's argv: the launch's with its own port, GPU and memory share."""
-    out = _replace(list(argv), "--port", str(port))
+    out = _set(list(argv), "--port", str(port))
     if gpu != "0":
-        out = _replace(out, GPU_FLAG, gpu)
+        out = _set(out, GPU_FLAG, gpu)
     if sharing > 1:
         if fraction is None:
             raise FleetError(
                 f"{sharing} replicas share GPU {gpu}, but the recipe sets no {MEM_FLAG} to divide among them"
             )
-        out = _replace(out, MEM_FLAG, f"{fraction:.4g}")
+        share = f"{fraction:.4g}"
+        try:
+            values.fraction(share)
+        except values.BadValue:
+            raise FleetError(
+                f"{MEM_FLAG}: a replica's share of GPU {gpu} rounds to {share}, not a fraction below 1; "
+                "give the replicas GPUs of their own (--gpus) or lower the recipe's fraction"
+            ) from None
+        out = _set(out, MEM_FLAG, share)
     return out
+
+
+def memory_fraction(argv: Sequence[str]) -> float | None:
+    """The launch's --mem-fraction-static (its last occurrence, as SGLang's argparse takes it)."""
+    at = [i for i, item in enumerate(argv) if item == MEM_FLAG]
+    if not at:
+        return None
+    text = argv[at[-1] + 1] if at[-1] + 1 < len(argv) else ""
+    try:
+        return values.fraction(text)
+    except values.BadValue as error:
+        raise FleetError(
+            f"replicas sharing a GPU divide the argv's {MEM_FLAG}, but {error}; fix the recipe or the "
+            "variant, or give each replica a GPU of its own (--gpus)"
+        ) from None
 
 
 def fleet_plan(
@@ -70,26 +98,34 @@ def fleet_plan(
     env: Mapping[str, str],
     python: str,
     replicas: int,
-    gpus: Sequence[str],
+    gpus: str,
     host: str,
-    port: int,
+    port: int | str,
     policy: str,
 ) -> tuple[list[Process], Process]:
-    """The replicas (ports port+1..port+N, GPUs assigned in turn) and the router on `port`."""
+    """The replicas (ports port+1..port+N, GPUs assigned in turn) and the router on `port`. Every value
+    is checked here (`gpus` as given to --gpus), so `--print` and a start refuse the same fleets."""
     if replicas < 1:
         raise FleetError(f"--replicas {replicas}: at least one replica")
     if policy not in POLICIES:
         raise FleetError(f"--router-policy {policy!r}: one of {', '.join(POLICIES)}")
-    if not gpus:
-        raise FleetError("--gpus names no GPU")
+    ids = _checked("--gpus", values.gpu_ids, gpus)
+    _checked("--host", values.host, host)
+    port = _checked("--port", values.port, str(port))
+    if len(ids) > replicas:
+        raise FleetError(
+            f"--gpus {gpus} names {len(ids)} GPUs for {replicas} replica(s): GPU {', '.join(ids[replicas:])} "
+            "would serve nothing; give one GPU per replica at most"
+        )
     if port + replicas > 65535:
         raise FleetError(
             f"--port {port} leaves no room for {replicas} replicas (ports {port + 1}-{port + replicas})"
         )
-    fraction = float(argv[list(argv).index(MEM_FLAG) + 1]) if MEM_FLAG in argv else None
     # Where the router and the readiness checks reach the replicas: a wildcard bind is reached locally.
-    reach = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    assigned = [gpus[i % len(gpus)] for i in range(replicas)]
+    reach = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    assigned = [ids[i % len(ids)] for i in range(replicas)]
+    shared = any(assigned.count(gpu) > 1 for gpu in ids)
+    fraction = memory_fraction(argv) if shared else None
     procs = []
     for i, gpu in enumerate(assigned):
         replica_port = port + 1 + i
@@ -102,7 +138,7 @@ def fleet_plan(
                 name=f"replica-{i}",
                 argv=replica_argv(argv, replica_port, gpu, k, share),
                 env=dict(env),
-                url=f"http://{reach}:{replica_port}",
+                url=f"http://{_url_host(reach)}:{replica_port}",
             )
         )
     router = Process(
@@ -123,9 +159,21 @@ def fleet_plan(
             "--worker-startup-check-interval",
             "1",
         ],
-        url=f"http://{reach}:{port}",
+        url=f"http://{_url_host(reach)}:{port}",
     )
     return procs, router
+
+
+def _checked(option: str, kind: Callable[[str], T], text: str) -> T:
+    try:
+        return kind(text)
+    except values.BadValue as error:
+        raise FleetError(f"{option}: {error}") from None
+
+
+def _url_host(host: str) -> str:
+    """An IPv6 address in a URL is bracketed (RFC 3986)."""
+    return f"[{host}]" if ":" in host else host
 
 
 def _ready(url: str, path: str) -> bool:
@@ -219,6 +267,59 @@ def plan_json(replicas: Sequence[Process], router: Process) -> str:
     return json.dumps({"replicas": [p.to_json() for p in replicas], "router": router.to_json()}, indent=2)
 
 
+def _process(data: object, where: str) -> Process:
+    if not isinstance(data, dict) or set(data) != {"name", "argv", "env", "url"}:
+        raise FleetError(f"{where} must be an object with exactly name, argv, env and url")
+    argv, env = data["argv"], data["env"]
+    if not isinstance(data["name"], str) or not values.NAME.fullmatch(data["name"]):
+        raise FleetError(f"{where}.name must be a name such as replica-0 (it names the log file)")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and "\0" not in a for a in argv):
+        raise FleetError(f"{where}.argv must be a non-empty list of strings")
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and values.ENV_NAME.fullmatch(k) and isinstance(v, str) and "\0" not in v
+        for k, v in env.items()
+    ):
+        raise FleetError(f"{where}.env must map environment variable names to strings")
+    if not isinstance(data["url"], str) or not data["url"].startswith("http://"):
+        raise FleetError(f"{where}.url must be the http:// address it answers at")
+    return Process(name=data["name"], argv=list(argv), env=dict(env), url=data["url"])
+
+
+def read_plan(path: Path) -> tuple[list[Process], Process]:
+    """The replicas and the router of a plan `bitexact-server --replicas N --print` printed."""
+    fix = "`bitexact-server --replicas N --print` writes one"
+    try:
+        printed = strictjson.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, strictjson.JsonProblem) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+        raise FleetError(f"{path}: cannot read the plan ({reason}); {fix}") from None
+    if not isinstance(printed, dict) or "fleet" not in printed:
+        raise FleetError(f"{path}: no `fleet` in it: print it with `bitexact-server --replicas N --print`")
+    part = printed["fleet"]
+    if (
+        not isinstance(part, dict)
+        or set(part) != {"replicas", "router"}
+        or not isinstance(part["replicas"], list)
+    ):
+        raise FleetError(f"{path}: `fleet` must hold `replicas` (a list) and `router`; {fix}")
+    replicas = [_process(p, f"{path}: fleet.replicas[{i}]") for i, p in enumerate(part["replicas"])]
+    if not replicas:
+        raise FleetError(f"{path}: the plan has no replicas; {fix}")
+    names = [p.name for p in replicas]
+    if len(set(names)) != len(names) or "router" in names:
+        raise FleetError(f"{path}: two processes of the plan share a name (and so a log file)")
+    return replicas, _process(part["router"], f"{path}: fleet.router")
+
+
+def log_folder(path: Path) -> Path:
+    """A folder for the logs: one that exists, or one that can be made (checked before anything starts)."""
+    try:
+        return values.folder_to_make(path)
+    except values.BadValue as error:
+        raise FleetError(f"log folder: {error}; give a folder (it is made if absent)") from None
+
+
+@one_line("python -m exactlaunch.fleet")
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m exactlaunch.fleet PLAN.json [LOG_DIR]`: run the fleet a `bitexact-server --replicas N
     --print` printed (its `fleet` part), as the stock tree is run from its printed argv: the launcher's
@@ -228,23 +329,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -m exactlaunch.fleet PLAN.json [LOG_DIR]", file=sys.stderr)
         return 2
     try:
-        printed = json.loads(Path(args[0]).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        print(
-            f"{args[0]}: cannot read the plan ({error}); `bitexact-server --replicas N --print` writes one",
-            file=sys.stderr,
-        )
+        replicas, router = read_plan(Path(args[0]))
+        log_dir = log_folder(Path(args[1])) if len(args) == 2 else None
+    except FleetError as error:
+        print(str(error), file=sys.stderr)
         return 2
-    if not isinstance(printed, dict) or "fleet" not in printed:
-        print(
-            f"{args[0]}: no `fleet` in it: print it with `bitexact-server --replicas N --print`",
-            file=sys.stderr,
-        )
-        return 2
-    part = printed["fleet"]
-    replicas = [Process(**p) for p in part["replicas"]]
-    router = Process(**part["router"])
-    return supervise(replicas, router, dict(os.environ), Path(args[1]) if len(args) == 2 else None)
+    return supervise(replicas, router, dict(os.environ), log_dir)
 
 
 if __name__ == "__main__":

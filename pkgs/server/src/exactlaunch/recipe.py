@@ -1,16 +1,29 @@
-"""The recipe file (nix/recipes/*.json), read with the standard library and checked for the keys we use."""
+"""The recipe file (nix/recipes/*.json), read with the standard library and checked for the keys we use.
+
+Strict JSON (a key given twice is refused: the last would win silently), known keys only at the top, in
+`launch` and in each variant (a typo would silently do nothing), and every value the launcher later puts
+on the command line or in the environment checked here by its kind (exactlaunch.values)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from exactlaunch import strictjson, values
+
 # The recipe file formats this launcher reads (the file's "schema"): a newer one may mean what this one
 # would silently get wrong.
 RECIPE_SCHEMAS = (1,)
+# The sections of a recipe file (DESIGN.md's contract); another key is a typo or a newer format.
+RECIPE_KEYS = frozenset(
+    {"schema", "name", "description", "engine", "deepGemm", "model", "drafter", "card", "sampling"}
+    | {"launch", "variants", "reference"}
+)
+LAUNCH_KEYS = frozenset({"argv", "env", "servingFlags"})
+# The serving flags the launcher knows how to check.
+SERVING_FLAGS = tuple(values.SERVING)
 # Keys a variant may carry; anything else is a typo that would silently do nothing.
 VARIANT_KEYS = frozenset({"description", "speculative", "unset", "set", "env", "client"})
 
@@ -40,6 +53,21 @@ class Recipe:
     engine_patches: tuple[str, ...]
     deep_gemm_header: str
     variants: Mapping[str, Variant]
+    # The whole parsed file, for readers of the sections the launcher itself does not use (the image
+    # entrypoint's card and weights): one reading of the file for all.
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+_JSON_KINDS: dict[type, str] = {Mapping: "an object", list: "a list", str: "a string"}
+
+
+def _json_kind(value: Any) -> str:
+    """How JSON names the kind of a parsed value."""
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    return "null" if value is None else next(n for k, n in _JSON_KINDS.items() if isinstance(value, k))
 
 
 def _require(data: Mapping[str, Any], dotted: str, kind: type, where: Path) -> Any:
@@ -49,7 +77,7 @@ def _require(data: Mapping[str, Any], dotted: str, kind: type, where: Path) -> A
             raise RecipeError(f"{where}: missing key `{dotted}`")
         value = value[key]
     if not isinstance(value, kind):
-        raise RecipeError(f"{where}: `{dotted}` must be a {kind.__name__}, found {type(value).__name__}")
+        raise RecipeError(f"{where}: `{dotted}` must be {_JSON_KINDS[kind]}, found {_json_kind(value)}")
     return value
 
 
@@ -59,15 +87,50 @@ def _strings(value: Any, what: str, where: Path) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _string_map(value: Any, what: str, where: Path) -> dict[str, str]:
+def _checked(
+    items: tuple[str, ...], kind: Callable[[str], object], what: str, where: Path
+) -> tuple[str, ...]:
+    for item in items:
+        try:
+            kind(item)
+        except values.BadValue as error:
+            raise RecipeError(f"{where}: `{what}`: {error}") from None
+    return items
+
+
+def _string_map(
+    value: Any,
+    what: str,
+    where: Path,
+    keys: Callable[[str], object],
+    entries: Callable[[str], object],
+) -> dict[str, str]:
     if not isinstance(value, Mapping) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
         raise RecipeError(f"{where}: `{what}` must map strings to strings (quote numbers in JSON)")
+    _checked(tuple(value), keys, what, where)
+    for key, item in value.items():
+        _checked((item,), entries, f"{what}.{key}", where)
     return dict(value)
 
 
+def _env(value: Any, what: str, where: Path) -> dict[str, str]:
+    return _string_map(value, what, where, values.env_name, values.env_value)
+
+
 def _variant(name: str, data: Any, where: Path) -> Variant:
+    variant = _variant_fields(name, data, where)
+    ours = sorted({*variant.unset, *variant.set} & set(SERVING_FLAGS))
+    if ours:
+        raise RecipeError(
+            f"{where}: variant `{name}` edits {ours}: serving flags are the launcher's to append "
+            "(`bitexact-server --host/--port`), never the recipe's"
+        )
+    return variant
+
+
+def _variant_fields(name: str, data: Any, where: Path) -> Variant:
     if not isinstance(data, Mapping):
         raise RecipeError(f"{where}: variant `{name}` must be an object")
     unknown = sorted(set(data) - VARIANT_KEYS)
@@ -81,14 +144,18 @@ def _variant(name: str, data: Any, where: Path) -> Variant:
     client = data.get("client", {})
     if not isinstance(client, Mapping):
         raise RecipeError(f"{where}: `variants.{name}.client` must be an object")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise RecipeError(f"{where}: `variants.{name}.description` must be a string")
+    unset = _strings(data.get("unset", []), f"variants.{name}.unset", where)
     return Variant(
         name=name,
-        unset=_strings(data.get("unset", []), f"variants.{name}.unset", where),
-        set=_string_map(data.get("set", {}), f"variants.{name}.set", where),
-        env=_string_map(data.get("env", {}), f"variants.{name}.env", where),
+        unset=_checked(unset, values.flag, f"variants.{name}.unset", where),
+        set=_string_map(data.get("set", {}), f"variants.{name}.set", where, values.flag, values.flag_value),
+        env=_env(data.get("env", {}), f"variants.{name}.env", where),
         speculative=speculative,
         client=dict(client),
-        description=str(data.get("description", "")),
+        description=description,
     )
 
 
@@ -96,37 +163,66 @@ def parse_recipe(data: Any, where: Path) -> Recipe:
     """Check the parsed JSON of a recipe and return what the launcher needs from it."""
     if not isinstance(data, Mapping):
         raise RecipeError(f"{where}: a recipe is a JSON object")
-    if data.get("schema") not in RECIPE_SCHEMAS:
+    schema = data.get("schema")
+    if type(schema) is not int or schema not in RECIPE_SCHEMAS:  # true and 1.0 equal 1 in Python
         raise RecipeError(
             f"{where}: `schema` is {data.get('schema')!r}; this launcher reads schema "
             f"{list(RECIPE_SCHEMAS)}: use the launcher of the flake the recipe came with"
         )
+    _known(data, RECIPE_KEYS, "", where)
+    _known(_require(data, "launch", Mapping, where), LAUNCH_KEYS, "launch.", where)
     argv = _strings(_require(data, "launch.argv", list, where), "launch.argv", where)
     if argv[:3] != ("python", "-m", "sglang.launch_server"):
         raise RecipeError(f"{where}: `launch.argv` must start with python -m sglang.launch_server")
+    held = sorted({a.split("=", 1)[0] for a in argv} & set(SERVING_FLAGS))
+    if held:
+        raise RecipeError(
+            f"{where}: `launch.argv` holds {held}: serving flags are the launcher's to append "
+            "(`bitexact-server --host/--port`), never the recipe's"
+        )
+    serving = _strings(_require(data, "launch.servingFlags", list, where), "launch.servingFlags", where)
+    foreign = [flag for flag in serving if flag not in SERVING_FLAGS]
+    if foreign:
+        raise RecipeError(
+            f"{where}: `launch.servingFlags` lists {foreign}; the launcher appends only "
+            f"{list(SERVING_FLAGS)}, "
+            "whose values it checks (anything else belongs in the argv or a variant)"
+        )
+    header = _require(data, "deepGemm.fencedHeader", str, where)
+    _checked((header,), values.relative_path, "deepGemm.fencedHeader", where)
     variants = _require(data, "variants", Mapping, where)
     return Recipe(
         path=where,
         name=_require(data, "name", str, where),
-        argv=argv,
-        env=_string_map(_require(data, "launch.env", Mapping, where), "launch.env", where),
-        serving_flags=_strings(
-            _require(data, "launch.servingFlags", list, where), "launch.servingFlags", where
-        ),
+        argv=_checked(argv, values.argv_item, "launch.argv", where),
+        env=_env(_require(data, "launch.env", Mapping, where), "launch.env", where),
+        serving_flags=serving,
         engine_patches=_strings(_require(data, "engine.patches", list, where), "engine.patches", where),
-        deep_gemm_header=_require(data, "deepGemm.fencedHeader", str, where),
+        deep_gemm_header=header,
         variants={name: _variant(name, body, where) for name, body in variants.items()},
+        data=data,
     )
+
+
+def _known(section: Mapping[str, Any], keys: frozenset[str], prefix: str, where: Path) -> None:
+    unknown = sorted(set(section) - keys)
+    if unknown:
+        raise RecipeError(
+            f"{where}: unknown keys {[prefix + k for k in unknown]}; a recipe of schema "
+            f"{RECIPE_SCHEMAS[-1]} has {sorted(prefix + k for k in keys)}"
+        )
 
 
 def load_recipe(path: Path) -> Recipe:
     """Read and check a recipe file; every problem is a RecipeError naming the file."""
-    if path.is_dir():
-        raise RecipeError(f"recipe {path} is a directory; give the recipe file (nix/recipes/<name>.json)")
     try:
         raw = path.read_bytes()
+    except IsADirectoryError:
+        raise RecipeError(
+            f"recipe {path} is a directory; give the recipe file (nix/recipes/<name>.json)"
+        ) from None
     except OSError as error:
-        raise RecipeError(f"cannot read recipe {path}: {error.strerror}") from error
+        raise RecipeError(f"cannot read recipe {path}: {error.strerror or error}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -135,7 +231,7 @@ def load_recipe(path: Path) -> Recipe:
             "save the recipe as UTF-8"
         ) from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise RecipeError(f"{path}: not valid JSON ({error})") from error
+        data = strictjson.loads(text)
+    except strictjson.JsonProblem as error:
+        raise RecipeError(f"{path}: {error}") from None
     return parse_recipe(data, path)

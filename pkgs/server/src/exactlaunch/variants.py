@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from exactlaunch import values
 from exactlaunch.recipe import Recipe, RecipeError, Variant
 
 
@@ -34,8 +35,11 @@ def unset_flag(argv: Sequence[str], flag: str) -> list[str]:
 
 def set_flag(argv: Sequence[str], flag: str, value: str) -> list[str]:
     """argv with `flag`'s value replaced, or with `flag value` appended when the flag is absent."""
-    if value.startswith("--"):
-        raise RecipeError(f"cannot set {flag} to {value!r}: a value may not start with --")
+    try:
+        values.flag(flag)
+        values.flag_value(value)
+    except values.BadValue as error:
+        raise RecipeError(f"cannot set {flag} to {value!r}: {error}") from None
     out = list(argv)
     positions = [i for i, item in enumerate(out) if item == flag]
     if not positions:
@@ -79,8 +83,9 @@ def variant_named(recipe: Recipe, name: str) -> Variant:
 def append_serving_flags(
     argv: Sequence[str], serving: Mapping[str, str | None], allowlist: Sequence[str]
 ) -> list[str]:
-    """argv plus the given serving flags (in allowlist order); only allowlisted flags, never twice."""
-    unknown = sorted(flag for flag in serving if flag not in allowlist)
+    """argv plus the given serving flags (in allowlist order), each value checked by its kind; only
+    allowlisted flags, never twice."""
+    unknown = sorted(flag for flag, value in serving.items() if flag not in allowlist and value is not None)
     if unknown:
         raise RecipeError(f"serving flags {unknown} are not in the recipe's allowlist {list(allowlist)}")
     out = list(argv)
@@ -92,5 +97,8 @@ def append_serving_flags(
             raise RecipeError(
                 f"{flag} is already in the argv; the recipe must leave serving flags to the launcher"
             )
-        out += [flag, value]
+        try:
+            out += [flag, values.SERVING[flag](value)]
+        except values.BadValue as error:
+            raise RecipeError(f"{flag}: {error}") from None
     return out

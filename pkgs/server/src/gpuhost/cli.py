@@ -13,6 +13,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from exactlaunch.crash import one_line
+
 from gpuhost.cards import slug_for
 from gpuhost.driver import DriverNotFound, driver_environment, find_driver
 from gpuhost.nvml import NvmlError, read_cards
@@ -82,6 +84,7 @@ def usage_problem(argv: Sequence[str]) -> str | None:
     return None
 
 
+@one_line(PROG)
 def main(args: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if args is None else args)
     problem = usage_problem(argv)
