@@ -120,19 +120,12 @@ VACUOUS = {"radix-drift": 1, "radix-never-hits": 2, "spec": 2}
 
 def test_the_radix_batteries_cover_the_issue() -> None:
     """Cold then warm, a shared unaligned prefix, a long prompt cached then extended, in flight, forced
-    rejects, repeats, the golden: each on a radix variant, each a `bitexact warm`."""
-    assert [b["name"] for b in RADIX] == [
-        "gpu-radix-cold-warm",
-        "gpu-radix-shared-prefix",
-        "gpu-radix-long-extend",
-        "gpu-radix-inflight-8",
-        "gpu-radix-repeat",
-        "gpu-radix-golden",
-        "gpu-radix-forced-reject",
-    ]
-    for battery in RADIX:
-        assert battery["variant"] in ("radix", "radix-forced-reject") and battery["reference"] is None
-        assert all(c[:3] == ["bitexact", "warm", "@URL@"] for c in battery["commands"])
+    rejects, repeats, the golden: each on a radix variant, each a `bitexact warm` (their names and
+    variants: test_gpu_batteries.py)."""
+    commands = [c for b in RADIX for c in b["commands"]]
+    assert all(c[:3] == ["bitexact", "warm", "@URL@"] for c in commands)
+    assert {b["variant"] for b in RADIX} == {"radix", "radix-forced-reject"}
+    assert any("--golden-dir" in c for c in commands) and any("--inflight" in c for c in commands)
     shared = [
         c[c.index("--shared-prefix") + 1] for b in RADIX for c in b["commands"] if "--shared-prefix" in c
     ]
@@ -162,6 +155,23 @@ def test_a_radix_battery_fails_when_the_cache_moves_bits_or_does_not_hit(
             assert done.returncode == VACUOUS[behaviour], f"{' '.join(command)}\n{done.stderr[-2000:]}"
             if behaviour != "radix-drift":
                 assert "refused" in done.stderr or "--disable-radix-cache" in done.stderr
+
+
+def test_the_summary_line_of_a_radix_battery(card: dict[str, str], tmp_path: Path) -> None:
+    """summarize.py's line for a warm run, from the run's own --json summary as batteries.py records it."""
+    import summarize
+
+    battery = next(b for b in RADIX if b["name"] == "gpu-radix-cold-warm")
+    with CannedSGLang("radix") as server:
+        values = {"URL": f"sglang+{server.url}", "RECIPE": str(RECIPE), "OUT": str(tmp_path)}
+        command = fill(battery["commands"][0], values)
+        done = bitexact(command, tmp_path, card)
+    result = {"command": command, "exit": done.returncode, "summary": json.loads(done.stdout)}
+    entry = {"name": battery["name"], "variant": "radix", "exit": done.returncode, "results": [result]}
+    (tmp_path / "verdicts.jsonl").write_text(json.dumps(entry) + "\n")
+    (line,) = summarize.verdict_lines(tmp_path)
+    assert line.startswith("gpu-radix-cold-warm") and "EQUAL/OK" in line
+    assert "warm (plain): 48/48 answers equal to the cold pass, each warm one " in line
 
 
 def test_a_capacity_battery_fails_when_answers_move(
