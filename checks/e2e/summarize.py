@@ -31,7 +31,7 @@ def verdict_lines(tree: Path) -> list[str]:
             if isinstance(summary, dict) and summary.get("verb") == "warm":
                 parts.append(
                     f"warm ({summary['mode']}): {summary['equal']}/{summary['compared']} answers equal to "
-                    f"the {summary['reference']}, each warm one {summary['warm_hits_min']}+ tokens from the cache"
+                    f"the {summary['reference']}, each warm one {summary['warm_hits_min']}+ tokens cached"
                 )
             elif isinstance(summary, dict) and "prompts" in summary:
                 what = summary["verb"]
