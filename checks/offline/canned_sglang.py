@@ -10,7 +10,8 @@ writes the non-standard literals a server with broken numerics sends); `short` (
 With the radix cache on (`spec`'s counters too, as the recipe's `radix` variant speculates): `radix`
 (answers from the cache equal those computed afresh), `radix-drift` (an answer that took tokens from the
 cache has one logprob a float32 step off), `radix-never-hits` (the cache on by its args, no hit ever
-reported), `radix-no-flush` (`radix` without `/flush_cache`: 404).
+reported), `radix-no-flush` (`radix` without `/flush_cache`: 404), `radix-hybrid` (the cache as SGLang
+keeps a hybrid model's recurrent state: reused only where a state was kept).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ BEHAVIOURS = (
     "radix-drift",
     "radix-never-hits",
     "radix-no-flush",
+    "radix-hybrid",
 )
 # behaviour -> FakeServer's prefix-cache options
 RADIX: dict[str, dict[str, object]] = {
@@ -42,6 +44,7 @@ RADIX: dict[str, dict[str, object]] = {
     "radix-drift": {"prefix_cache": "on", "warm_drift": True},
     "radix-never-hits": {"prefix_cache": "never-hits"},
     "radix-no-flush": {"prefix_cache": "on", "flush": "absent"},
+    "radix-hybrid": {"prefix_cache": "hybrid"},
 }
 
 

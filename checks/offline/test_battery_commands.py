@@ -83,29 +83,34 @@ def references(tmp_path_factory: pytest.TempPathFactory, card: dict[str, str]) -
 def test_every_battery_passes_against_a_server_that_answers_alike(
     battery: dict, references: dict[str, Path], card: dict[str, str], tmp_path: Path
 ) -> None:
+    """A radix battery against a radix cache, and against one that keeps state as SGLang does for a hybrid
+    model (reused only where a state was kept: the fills before the warm passes make one)."""
     assert battery["variant"] != "no-spec"  # every battery's server speculates: the canned one says so
-    with CannedSGLang("radix" if battery.get("radix") else "spec") as server:
-        values = {
-            "URL": f"sglang+{server.url}",
-            "RECIPE": str(RECIPE),
-            "OUT": str(tmp_path),
-            "REF": str(references[battery["reference"]]) if battery["reference"] else "@REF@",
-            "REF_LONG": str(references["long"]),
-            "GOLDEN_DIR": str(references["golden_dir"]),
-            "MODEL_SNAPSHOT": "bytes",
-        }
-        for command in battery["commands"]:
-            command = list(command)
-            if "--long" in command:  # the golden's long prompts, shortened as the references' are
-                command[command.index("--long") + 1] = SHORT_LONG
-            done = bitexact(fill(command, values), tmp_path, card)
-            assert done.returncode == 0, f"{' '.join(command)}\n{done.stdout[-1500:]}\n{done.stderr[-3000:]}"
-            if "--json" in command:
-                summary = json.loads(done.stdout)
-                assert summary.get("differ", 0) == 0 and summary.get("divergent", 0) == 0
-            if command[1] == "warm":  # hits in every warm answer, none in a cold one
-                assert summary["warm_hits_min"] > 0 and not summary["refused"]
-                assert all(row["cold"] == 0 for row in summary["hits"])
+    for behaviour in ("radix", "radix-hybrid") if battery.get("radix") else ("spec",):
+        with CannedSGLang(behaviour) as server:
+            values = {
+                "URL": f"sglang+{server.url}",
+                "RECIPE": str(RECIPE),
+                "OUT": str(tmp_path / behaviour if battery.get("radix") else tmp_path),
+                "REF": str(references[battery["reference"]]) if battery["reference"] else "@REF@",
+                "REF_LONG": str(references["long"]),
+                "GOLDEN_DIR": str(references["golden_dir"]),
+                "MODEL_SNAPSHOT": "bytes",
+            }
+            for command in battery["commands"]:
+                command = list(command)
+                if "--long" in command:  # the golden's long prompts, shortened as the references' are
+                    command[command.index("--long") + 1] = SHORT_LONG
+                done = bitexact(fill(command, values), tmp_path, card)
+                assert done.returncode == 0, (
+                    f"{' '.join(command)}\n{done.stdout[-1500:]}\n{done.stderr[-3000:]}"
+                )
+                if "--json" in command:
+                    summary = json.loads(done.stdout)
+                    assert summary.get("differ", 0) == 0 and summary.get("divergent", 0) == 0
+                if command[1] == "warm":  # hits in every warm answer, none in a cold one
+                    assert summary["warm_hits_min"] > 0 and not summary["refused"]
+                    assert all(row["cold"] == 0 for row in summary["hits"])
     if battery["name"] == "gpu-golden":  # its history line, in the output (the golden dir is read only)
         lines = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
         assert [line["verdict"] for line in lines] == ["EQUAL", "EQUAL"]

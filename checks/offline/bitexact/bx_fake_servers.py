@@ -55,9 +55,13 @@ from typing import Any
 FAULTS = ("truncate", "reset", "500", "hang")
 Fault = Callable[[int, dict[str, Any]], str | None]
 # prefix_cache: "off" (--disable-radix-cache: no hits, /server_info says so), "on" (a radix cache of every
-# sequence served), "never-hits" (the cache is on by its args but never matches); flush: "ok", "absent"
+# sequence served), "hybrid" (as SGLang 0.5.20's mamba radix cache keeps a hybrid model's recurrent
+# state, `mem_cache/mamba_radix_cache.py`: a prefix is reused only up to a point that holds one, kept at
+# the end of each sequence served and, where a match stopped short of one, at the last multiple of
+# HYBRID_CHUNK inside the match), "never-hits" (on by its args, never matches); flush: "ok", "absent"
 # (404: vLLM without dev mode, a proxy), "refuse" (SGLang: 400; vLLM: 200 and nothing flushed)
-PREFIX_CACHES = ("off", "on", "never-hits")
+PREFIX_CACHES = ("off", "on", "hybrid", "never-hits")
+HYBRID_CHUNK = 16  # SGLang: max(the model's mamba chunk size, page size), 64 for GDN at page size 1
 FLUSHES = ("ok", "absent", "refuse")
 SGLANG_FLUSHED = (
     "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
@@ -109,6 +113,14 @@ class Backend:
         return toks, chosen, top
 
 
+def _prefix_hashes(ids: list[int]) -> list[int]:
+    """A hash of every prefix of `ids` (entry k: the first k ids), in one pass."""
+    out = [0]
+    for token in ids:
+        out.append(hash((out[-1], token)))
+    return out
+
+
 def _text(token_id: int) -> str:
     return f"<{token_id}>"  # the tiny model has no tokenizer; a unique text per id, as a real one gives
 
@@ -141,6 +153,7 @@ class FakeServer:
             raise ValueError(f"prefix_cache one of {PREFIX_CACHES}, flush one of {FLUSHES}")
         self.prefix_cache, self.flush, self.warm_drift = prefix_cache, flush, warm_drift
         self.cache: list[list[int]] = []  # every sequence served since the last flush (prompt + output)
+        self.states: set[tuple[int, int]] = set()  # hybrid: (length, prefix hash) where a state is kept
         self.flushes: list[int] = []  # the status of each flush request
         self.backend, self.flavor, self.spec, self.die_after = backend, flavor, spec, die_after
         # the releases whose shapes these are (vLLM's `return_token_ids` came in 0.10.2)
@@ -181,6 +194,7 @@ class FakeServer:
                 if server.flush == "ok":
                     with server.count_lock:
                         server.cache.clear()
+                        server.states.clear()
                 elif server.flavor == "sglang":  # refused; vLLM answers 200 whether or not it reset
                     code, data = 400, b"Timed out waiting for idle state."
                 server.flushes.append(code)
@@ -399,9 +413,10 @@ class FakeServer:
         }
 
     def _cached(self, ids: list[int]) -> int:
-        """Prompt tokens a radix cache of the sequences served would supply: the longest prefix shared
-        with one of them, all but the last prompt token at most (its logits must be computed)."""
-        if self.prefix_cache != "on":
+        """Prompt tokens the cache supplies: the longest prefix shared with a sequence served, all but
+        the last prompt token at most (its logits must be computed); for "hybrid", only up to a kept
+        state (and the prefill keeps one at the last chunk boundary of a match that fell short)."""
+        if self.prefix_cache not in ("on", "hybrid"):
             return 0
         best = 0
         with self.count_lock:
@@ -412,7 +427,15 @@ class FakeServer:
                         break
                     n += 1
                 best = max(best, n)
-        return min(best, len(ids) - 1)
+            best = min(best, len(ids) - 1)
+            if self.prefix_cache == "on":
+                return best
+            hashes = _prefix_hashes(ids)
+            usable = next((k for k in range(best, 0, -1) if (k, hashes[k]) in self.states), 0)
+            aligned = best // HYBRID_CHUNK * HYBRID_CHUNK
+            if usable < aligned:
+                self.states.add((aligned, hashes[aligned]))
+            return usable
 
     def _answer(
         self, ids: list[int], new: int, k: int
@@ -426,9 +449,10 @@ class FakeServer:
             if top:
                 top[at] = [(t, moved if t == toks[at] else lp) for t, lp in top[at]]
             chosen = [*chosen[:at], moved, *chosen[at + 1 :]]
-        if self.prefix_cache == "on":
+        if self.prefix_cache in ("on", "hybrid"):
             with self.count_lock:
                 self.cache.append([*ids, *toks])
+                self.states.add((len(ids) + len(toks), _prefix_hashes([*ids, *toks])[-1]))
         return cached, toks, chosen, top
 
     def generate(self, body: dict[str, Any]) -> dict[str, Any]:

@@ -45,10 +45,11 @@ def test_answers_from_the_cache_equal_the_cold_ones(prompt_file, tmp_path, capsy
     assert server.flushes == [200] * PROMPTS and summary["flush"]["flushed"] == PROMPTS
     for row in summary["hits"]:
         assert row["cold"] == 0 and row["warm1"] == row["warm2"] == row["prompt_tokens"] - 1
-    # Each prompt cold, then warm: the order the plan sends them in (warm copies right after their cold one)
+    # Each prompt cold, one fill (it hits at once), then warm: the order the plan sends them in
     sent = [len(r["body"]["input_ids"]) for r in server.requests]
     lengths = [row["prompt_tokens"] for row in summary["hits"]]
-    assert sent == [n for n in lengths for _ in range(3)]
+    assert sent == [n for n in lengths for _ in range(4)]
+    assert [p["cached_tokens"] for p in summary["primes"]] == [[n - 1] for n in lengths]
     assert (tmp_path / "warm.md").read_text().startswith("# warm: ")
     assert (tmp_path / "warm-warm1.html").is_file() and (tmp_path / "warm-warm2.md").is_file()
 
@@ -76,7 +77,9 @@ def test_a_warm_pass_without_hits_is_refused(prompt_file, tmp_path, capsys) -> N
     assert "pass warm1 shows no cache hits for 6/6 prompts (cached tokens reported: p0 (0)" in err
     assert "meta_info.cached_tokens" in err and f"report: {tmp_path / 'warm.md'}" in err
     assert "refused: pass warm1" in (tmp_path / "warm.md").read_text()
-    assert len(server.requests) == 2 * PROMPTS  # it ran, then refused to count it
+    assert (
+        len(server.requests) == 2 * PROMPTS + 3 * PROMPTS
+    )  # it ran (3 fills each), then refused to count it
 
 
 def test_a_server_with_the_cache_off_is_refused_before_any_prompt(prompt_file, tmp_path, capsys) -> None:
@@ -121,13 +124,45 @@ def test_a_shared_prefix_is_cached_alone_then_extended(prompt_file, tmp_path, ca
     assert summary["prefix_alignment"].startswith("37 tokens: odd")
     for row in summary["hits"]:  # the prefix, and at most the one token the fill generated after it
         assert row["cold"] == 0 and 37 <= row["shared1"] <= 38 and 37 <= row["shared2"] <= 38
-    # a flush before each cold question and each shared pass; the prefix alone sent once per pass
+    # a flush before each cold question and each shared pass; then the prefix alone until it hits
     assert server.flushes == [200] * (PROMPTS + 2)
     assert [p["prompt"] for p in summary["primes"]] == ["shared-prefix", "shared-prefix"]
-    assert all(p["cached_tokens"] == 0 for p in summary["primes"])
+    assert all(p["cached_tokens"] == [0, 36] for p in summary["primes"])
     sent = [r["body"]["input_ids"] for r in server.requests]
     prefix = sent[PROMPTS][:37]
     assert sent[PROMPTS] == prefix and all(ids[:37] == prefix for ids in sent)
+
+
+def test_a_hybrid_models_cache_hits_after_one_more_fill(tmp_path, capsys) -> None:
+    """SGLang keeps a hybrid model's recurrent state only at the ends of cached sequences and at the chunk
+    boundary where a match fell short: the first fill after the cold answer hits nothing and makes that
+    state; the second and the warm answers hit up to it."""
+    with CannedSGLang("radix-hybrid") as server:
+        rc, summary, err = _run(
+            capsys, ["warm", f"sglang+{server.url}", "--limit", "4", "--out", str(tmp_path), *SETTINGS]
+        )
+    assert rc == 0, err
+    for row, prime in zip(summary["hits"], summary["primes"], strict=True):
+        aligned = (row["prompt_tokens"] - 1) // 16 * 16
+        assert prime["cached_tokens"] == [0, aligned] and row["warm1"] == aligned > 0
+
+
+def test_a_hybrid_models_shared_prefix_needs_three_fills(prompt_file, tmp_path, capsys) -> None:
+    with CannedSGLang("radix-hybrid") as server:
+        argv = _warm(
+            f"sglang+{server.url}", prompt_file, tmp_path, "--shared-prefix", "37", "--vocab-size", "90"
+        )
+        rc, summary, err = _run(capsys, argv)
+    assert rc == 0, err
+    assert summary["primes"][0]["cached_tokens"] == [0, 0, 32]
+    assert all(row["shared1"] == 32 for row in summary["hits"])
+
+
+def test_a_hybrid_models_short_prompts_never_hit(prompt_file, tmp_path, capsys) -> None:
+    """p0 (5 tokens) and p2 (11) are shorter than a chunk: no state inside them, no hit, refused."""
+    with CannedSGLang("radix-hybrid") as server:
+        rc, _, err = _run(capsys, _warm(f"sglang+{server.url}", prompt_file, tmp_path))
+    assert rc == 2 and "no cache hits for 2/6 prompts (cached tokens reported: p0 (0), p2 (0))" in err
 
 
 def test_the_shared_prefix_needs_token_ids(tmp_path, capsys) -> None:
@@ -198,7 +233,7 @@ def test_a_resumed_run_puts_each_stored_prompt_back_in_the_cache(prompt_file, tm
 
     def fault(number: int, body: dict) -> str | None:
         broken["count"] += 1
-        return "500" if number == 3 else None  # request 3: p1's warm answer (p0 cold, p0 warm, p1 cold)
+        return "500" if number == 5 else None  # p1's warm answer, after p0 cold, fill, warm, p1 cold, fill
 
     url_opts = "?retries=0"
     with CannedSGLang("radix") as server:
@@ -210,8 +245,8 @@ def test_a_resumed_run_puts_each_stored_prompt_back_in_the_cache(prompt_file, tm
         served = len(server.requests)
         rc, summary, err = _run(capsys, argv)
     assert rc == 0, err
-    assert [(p["prompt"], p["for"]) for p in summary["primes"]] == [("p1", "p1")]
-    assert len(server.requests) - served == 1 + 1 + 2 * (PROMPTS - 2)  # the fill, p1 warm, the rest
+    assert [(p["prompt"], p["for"]) for p in summary["primes"]][0] == ("p1", "p1")
+    assert len(server.requests) - served == 1 + 1 + 3 * (PROMPTS - 2)  # the fill, p1 warm, the rest
     assert len(rows(next(tmp_path.glob("warm-*.jsonl")))) == 2 * PROMPTS
 
 

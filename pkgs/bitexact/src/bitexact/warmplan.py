@@ -2,14 +2,16 @@
 the cache it is meant to meet.
 
 - Plain: for each prompt, the cache is flushed and the prompt runs alone (`cold`), then the same prompt
-  again `warm_passes` times (`warm1`, `warm2`, ...; `inflight` at once), its whole prompt in the cache.
+  again `warm_passes` times (`warm1`, `warm2`, ...; `inflight` at once), its prompt in the cache.
   Prompt by prompt, because a flush empties the cache of every other prompt too.
 - Shared prefix: every prompt is the prefix followed by one question. Each runs alone after a flush
-  (`cold`); then, per pass (`shared1`, ...), the cache is flushed, the prefix alone is sent once (so it is
+  (`cold`); then, per pass (`shared1`, ...), the cache is flushed, the prefix alone is sent (so it is
   cached), and the questions run `inflight` at once: each extends the cached prefix with its own tokens.
+Before the warm answers of a prompt or pass, fills (CacheSetup) make sure the cache can supply them.
 
-A result is named `<prompt id>#<pass>`; stored results resume as every verb's do. CacheSetup runs before
-each group and puts the cache in the state the group's pass needs.
+A result is named `<prompt id>#<pass>`; stored results resume as every verb's do (a resumed run fills
+again what an earlier one cached). CacheSetup runs before each group and puts the cache in the state the
+group's pass needs.
 """
 
 from __future__ import annotations
@@ -93,16 +95,24 @@ def alignment(tokens: int) -> str:
     return f"{tokens} tokens: a multiple of {power}, where pages, chunks and splits of up to {power} end"
 
 
+FILLS = 3  # one-token requests that may be needed before a prompt's answers come from the cache
+
+
 class CacheSetup:
-    """Before each group of requests: the cache state its pass needs (warmplan.py). Remembers what this
-    process put in the cache since its last flush, so a resumed run primes what an earlier one cached."""
+    """Before each group of requests: the cache state its pass needs. A cold group gets a flush; before
+    the first warm group of a prompt, or of a shared pass (after a flush), the prompt or the prefix is
+    sent with one new token, not compared, until an answer shows cache hits (FILLS at most). A radix
+    cache hits at once; a hybrid model's may need one more: SGLang 0.5.20's mamba radix cache
+    (`mem_cache/mamba_radix_cache.py`) reuses a prefix only up to a node that holds the recurrent
+    state, which it keeps at the ends of cached sequences and at the chunk-aligned point where a later
+    match stopped short of one (`mamba_branching_seqlen`). The fills are listed in the summary."""
 
     def __init__(self, plan: WarmPlan, flush: CacheFlush, settings: Settings, label: str) -> None:
         self.plan, self.flusher, self.label = plan, flush, label
-        self.fill = Settings(max_new_tokens=1, top_logprobs=settings.top_logprobs)
+        self.fill_settings = Settings(max_new_tokens=1, top_logprobs=settings.top_logprobs)
         self.groups = {g.prompts[0].id: g for g in plan.groups}
         self.prompts = {p.id: p for p in plan.prompts}
-        self.cached: set[str] = set()
+        self.filled: set[str] = set()  # prompts and passes filled since the last flush
         self.primes: list[dict[str, Any]] = []
 
     def _flush(self) -> None:
@@ -114,22 +124,26 @@ class CacheSetup:
                 "only if it shows no cache hits",
                 file=sys.stderr,
             )
-        self.cached = set()
+        self.filled = set()
 
-    def _prime(self, engine: Engine, prompt: Prompt, needed_by: str) -> None:
-        """Send `prompt` once (one new token, not compared) so that it is in the cache."""
+    def _fill(self, engine: Engine, prompt: Prompt, needed_by: str) -> None:
         fill = Prompt(id=f"{prompt.id}#fill", input_ids=prompt.input_ids, text=prompt.text)
-        (gen,) = list(engine.generate([fill], self.fill))
-        self.primes.append({"prompt": prompt.id, "for": needed_by, "cached_tokens": cached_tokens(gen)})
+        hits: list[int | None] = []
+        while len(hits) < FILLS and not (hits and hits[-1]):
+            (gen,) = list(engine.generate([fill], self.fill_settings))
+            hits.append(cached_tokens(gen))
+        self.primes.append({"prompt": prompt.id, "for": needed_by, "cached_tokens": hits})
 
     def before(self, engine: Engine, prompts: list[Prompt]) -> None:
         group = self.groups[prompts[0].id]
         if group.kind == COLD:
             self._flush()
-        elif group.key not in self.cached:
-            if group.kind == SHARED and self.plan.prefix is not None:
-                self._flush()
-                self._prime(engine, self.plan.prefix, group.key)
-            else:  # a warm pass whose cold answer an earlier run stored: its prompt is cached again
-                self._prime(engine, self.prompts[group.key], group.key)
-        self.cached.add(group.key)
+            return
+        if group.key in self.filled:
+            return
+        if group.kind == SHARED and self.plan.prefix is not None:
+            self._flush()
+            self._fill(engine, self.plan.prefix, group.key)
+        else:
+            self._fill(engine, self.prompts[group.key], group.key)
+        self.filled.add(group.key)
