@@ -13,6 +13,8 @@ Trees (made by checks/e2e/assemble.py under WORK):
 
 Usage (repository root, on the GPU host, after assemble.py and tiny_model.py):
     python checks/e2e/batteries.py --work WORK --tree patched --out OUT
+The prefix-reuse batteries (`gpu-radix-*`, on the `radix` variants) are in the plan too; the one that
+compares with the card's goldens runs with `--golden-dir DIR` (goldens.py's `record` writes DIR).
 """
 
 from __future__ import annotations
@@ -273,6 +275,11 @@ def run_bitexact(
     }
 
 
+def needs_goldens(battery: dict[str, Any]) -> bool:
+    """Whether a battery's commands compare with the card's goldens (they name @GOLDEN_DIR@)."""
+    return any("@GOLDEN_DIR@" in arg for command in battery["commands"] for arg in command)
+
+
 def meta_sample(port: int, ids: list[int], max_new_tokens: int = 64) -> dict[str, Any]:
     """One /generate answer's meta_info: the server's own account of speculation (verify steps, accepted
     drafts, accept length)."""
@@ -315,6 +322,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--start-timeout", type=ra.seconds, default=600.0, **once)
     parser.add_argument(
+        "--golden-dir",
+        type=Path,
+        help="the card's goldens (goldens.py's `record` writes them): the batteries that compare with them "
+        "(gpu-radix-golden) run only with it; gpu-golden itself is goldens.py's",
+    )
+    parser.add_argument(
         "--mem-fraction-static",
         type=ra.fraction,
         **once,
@@ -348,6 +361,12 @@ def main(argv: list[str] | None = None) -> int:
     batteries = [
         b for b in plan["batteries"] if (wanted is None or b["name"] in wanted) and b["name"] != "gpu-golden"
     ]
+    if args.golden_dir is None:
+        for b in [b for b in batteries if needs_goldens(b)]:
+            if wanted is not None:
+                parser.error(f"{b['name']} compares with the card's goldens: give --golden-dir")
+            log(f"{b['name']}: left out (it compares with the card's goldens: give --golden-dir)")
+            batteries.remove(b)
     refs_needed = {b["reference"] for b in batteries if b["reference"]}
     refs_needed |= {"long" for b in batteries if b.get("longReference")}
     model_dir = str(REPO / ".e2e" / "models" / "target")
@@ -420,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
                 "short": out / "reference-no-spec" / "reference.json",
                 "long": out / "reference-no-spec-long" / "reference.json",
             }
-            step_values = dict(values, OUT=str(step_out), GOLDEN_DIR=str(out / "golden"))
+            step_values = dict(values, OUT=str(step_out), GOLDEN_DIR=str(args.golden_dir or out / "golden"))
             if reference:
                 step_values["REF"] = str(refs[reference])
             step_values["REF_LONG"] = str(refs["long"])  # used only by batteries with longReference

@@ -28,7 +28,12 @@ def verdict_lines(tree: Path) -> list[str]:
         parts = []
         for result in entry.get("results", []):
             summary = result["summary"]
-            if isinstance(summary, dict) and "prompts" in summary:
+            if isinstance(summary, dict) and summary.get("verb") == "warm":
+                parts.append(
+                    f"warm ({summary['mode']}): {summary['equal']}/{summary['compared']} answers equal to "
+                    f"the {summary['reference']}, each warm one {summary['warm_hits_min']}+ tokens cached"
+                )
+            elif isinstance(summary, dict) and "prompts" in summary:
                 what = summary["verb"]
                 if "equal" in summary:
                     what += f" {summary['equal']}/{summary['prompts']} equal"

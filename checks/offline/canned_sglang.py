@@ -7,6 +7,11 @@ Behaviours: `normal`; `nan` and `inf` (position 2 of every answer; written with 
 writes the non-standard literals a server with broken numerics sends); `short` (half the tokens asked);
 `spec` (the same values, with the speculation counters SGLang adds to meta_info after verify steps);
 `drift` (`spec`, with the logprob at position 3 one float32 step away: a server whose bits moved).
+With the radix cache on (`spec`'s counters too, as the recipe's `radix` variant speculates): `radix`
+(answers from the cache equal those computed afresh), `radix-drift` (an answer that took tokens from the
+cache has one logprob a float32 step off), `radix-never-hits` (the cache on by its args, no hit ever
+reported), `radix-no-flush` (`radix` without `/flush_cache`: 404), `radix-hybrid` (the cache as SGLang
+keeps a hybrid model's recurrent state: reused only where a state was kept).
 """
 
 from __future__ import annotations
@@ -20,7 +25,27 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "bitexact"))
 from bx_fake_servers import FakeServer  # noqa: E402
 
-BEHAVIOURS = ("normal", "nan", "inf", "short", "spec", "drift")
+BEHAVIOURS = (
+    "normal",
+    "nan",
+    "inf",
+    "short",
+    "spec",
+    "drift",
+    "radix",
+    "radix-drift",
+    "radix-never-hits",
+    "radix-no-flush",
+    "radix-hybrid",
+)
+# behaviour -> FakeServer's prefix-cache options
+RADIX: dict[str, dict[str, object]] = {
+    "radix": {"prefix_cache": "on"},
+    "radix-drift": {"prefix_cache": "on", "warm_drift": True},
+    "radix-never-hits": {"prefix_cache": "never-hits"},
+    "radix-no-flush": {"prefix_cache": "on", "flush": "absent"},
+    "radix-hybrid": {"prefix_cache": "hybrid"},
+}
 
 
 class CannedValues:
@@ -47,14 +72,25 @@ class CannedValues:
 
 class CannedSGLang(FakeServer):
     def __init__(
-        self, behaviour: str = "normal", model_path: str = "Qwen/Qwen3.8-27B", port: int = 0
+        self,
+        behaviour: str = "normal",
+        model_path: str = "Qwen/Qwen3.8-27B",
+        port: int = 0,
+        flavor: str = "sglang",
+        **cache: object,
     ) -> None:
+        """`cache`: FakeServer's prefix-cache options over the behaviour's (flush="refuse", say)."""
         if behaviour not in BEHAVIOURS:
             raise ValueError(f"behaviour {behaviour!r}: one of {BEHAVIOURS}")
-        spec = behaviour in ("spec", "drift")
+        spec = behaviour in ("spec", "drift") or behaviour in RADIX
         super().__init__(
-            CannedValues(behaviour), spec=spec, port=port, server_args={"model_path": model_path}
-        )  # type: ignore[arg-type]
+            CannedValues(behaviour),  # type: ignore[arg-type]
+            flavor=flavor,
+            spec=spec,
+            port=port,
+            server_args={"model_path": model_path},
+            **{**RADIX.get(behaviour, {}), **cache},  # type: ignore[arg-type]
+        )
 
     @property
     def url(self) -> str:

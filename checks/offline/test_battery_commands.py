@@ -5,7 +5,9 @@ speculate, every battery against one that does, on an H200 as the NVML stand-in 
 keys goldens by the card it reads there; driver_standins.py). The server's values are canned, so every
 battery must pass: a command the CLI refuses, or a battery that cannot pass against a perfect server,
 fails here before it reaches a GPU (as a same-engine refusal once would have: gpu-parity-inflight-8
-runs `parity @URL@ @URL@` with 8 against 1 in flight)."""
+runs `parity @URL@ @URL@` with 8 against 1 in flight). The prefix-reuse batteries (`radix = true`) run
+against a server with a radix cache whose answers from the cache equal those computed afresh; against
+one whose cache moves a bit, never hits, or is off, they must not pass."""
 
 from __future__ import annotations
 
@@ -81,31 +83,100 @@ def references(tmp_path_factory: pytest.TempPathFactory, card: dict[str, str]) -
 def test_every_battery_passes_against_a_server_that_answers_alike(
     battery: dict, references: dict[str, Path], card: dict[str, str], tmp_path: Path
 ) -> None:
+    """A radix battery against a radix cache, and against one that keeps state as SGLang does for a hybrid
+    model (reused only where a state was kept: the fills before the warm passes make one)."""
     assert battery["variant"] != "no-spec"  # every battery's server speculates: the canned one says so
-    with CannedSGLang("spec") as server:
-        values = {
-            "URL": f"sglang+{server.url}",
-            "RECIPE": str(RECIPE),
-            "OUT": str(tmp_path),
-            "REF": str(references[battery["reference"]]) if battery["reference"] else "@REF@",
-            "REF_LONG": str(references["long"]),
-            "GOLDEN_DIR": str(references["golden_dir"]),
-            "MODEL_SNAPSHOT": "bytes",
-        }
-        for command in battery["commands"]:
-            command = list(command)
-            if "--long" in command:  # the golden's long prompts, shortened as the references' are
-                command[command.index("--long") + 1] = SHORT_LONG
-            done = bitexact(fill(command, values), tmp_path, card)
-            assert done.returncode == 0, f"{' '.join(command)}\n{done.stdout[-1500:]}\n{done.stderr[-3000:]}"
-            if "--json" in command:
-                summary = json.loads(done.stdout)
-                assert summary.get("differ", 0) == 0 and summary.get("divergent", 0) == 0
+    for behaviour in ("radix", "radix-hybrid") if battery.get("radix") else ("spec",):
+        with CannedSGLang(behaviour) as server:
+            values = {
+                "URL": f"sglang+{server.url}",
+                "RECIPE": str(RECIPE),
+                "OUT": str(tmp_path / behaviour if battery.get("radix") else tmp_path),
+                "REF": str(references[battery["reference"]]) if battery["reference"] else "@REF@",
+                "REF_LONG": str(references["long"]),
+                "GOLDEN_DIR": str(references["golden_dir"]),
+                "MODEL_SNAPSHOT": "bytes",
+            }
+            for command in battery["commands"]:
+                command = list(command)
+                if "--long" in command:  # the golden's long prompts, shortened as the references' are
+                    command[command.index("--long") + 1] = SHORT_LONG
+                done = bitexact(fill(command, values), tmp_path, card)
+                assert done.returncode == 0, (
+                    f"{' '.join(command)}\n{done.stdout[-1500:]}\n{done.stderr[-3000:]}"
+                )
+                if "--json" in command:
+                    summary = json.loads(done.stdout)
+                    assert summary.get("differ", 0) == 0 and summary.get("divergent", 0) == 0
+                if command[1] == "warm":  # hits in every warm answer, none in a cold one
+                    assert summary["warm_hits_min"] > 0 and not summary["refused"]
+                    assert all(row["cold"] == 0 for row in summary["hits"])
     if battery["name"] == "gpu-golden":  # its history line, in the output (the golden dir is read only)
         lines = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
         assert [line["verdict"] for line in lines] == ["EQUAL", "EQUAL"]
         assert [line["recipe"] for line in lines] == ["e2e-tiny-hybrid", "e2e-tiny-hybrid-long"]
         assert {line["card"] for line in lines} == {"h200"}
+
+
+RADIX = [b for b in BATTERIES if b.get("radix")]
+# behaviour of the server -> exit status every radix battery command must get
+VACUOUS = {"radix-drift": 1, "radix-never-hits": 2, "spec": 2}
+
+
+def test_the_radix_batteries_cover_the_issue() -> None:
+    """Cold then warm, a shared unaligned prefix, a long prompt cached then extended, in flight, forced
+    rejects, repeats, the golden: each on a radix variant, each a `bitexact warm` (their names and
+    variants: test_gpu_batteries.py)."""
+    commands = [c for b in RADIX for c in b["commands"]]
+    assert all(c[:3] == ["bitexact", "warm", "@URL@"] for c in commands)
+    assert {b["variant"] for b in RADIX} == {"radix", "radix-forced-reject"}
+    assert any("--golden-dir" in c for c in commands) and any("--inflight" in c for c in commands)
+    shared = [
+        c[c.index("--shared-prefix") + 1] for b in RADIX for c in b["commands"] if "--shared-prefix" in c
+    ]
+    assert {"1237", "64k", "65537"} == set(shared)
+    assert all(int(n) % 2 == 1 for n in shared if n != "64k")  # aligned to no page, chunk or split size
+    (repeat,) = next(b for b in RADIX if b["name"] == "gpu-radix-repeat")["commands"]
+    assert repeat[repeat.index("--warm-passes") + 1] == str(PLAN["repeats"] - 1)  # 50 answers per prompt
+
+
+@pytest.mark.parametrize("behaviour", sorted(VACUOUS))
+@pytest.mark.parametrize("battery", RADIX, ids=lambda b: b["name"])
+def test_a_radix_battery_fails_when_the_cache_moves_bits_or_does_not_hit(
+    battery: dict, behaviour: str, references: dict[str, Path], card: dict[str, str], tmp_path: Path
+) -> None:
+    """Each command against a cache that moves a bit (DIFFERENT, 1), one that never reports a hit and one
+    switched off (refused, 2): none passes. Two prompts where a command runs more (a shorter run)."""
+    with CannedSGLang(behaviour) as server:
+        values = {"URL": f"sglang+{server.url}", "RECIPE": str(RECIPE), "OUT": str(tmp_path)}
+        values |= {"GOLDEN_DIR": str(references["golden_dir"]), "MODEL_SNAPSHOT": "bytes"}
+        for command in battery["commands"]:
+            command = list(command)
+            if "--long" in command:
+                command[command.index("--long") + 1] = SHORT_LONG
+            if "--limit" not in command:
+                command += ["--limit", "2"]
+            done = bitexact(fill(command, values), tmp_path, card)
+            assert done.returncode == VACUOUS[behaviour], f"{' '.join(command)}\n{done.stderr[-2000:]}"
+            if behaviour != "radix-drift":
+                assert "refused" in done.stderr or "--disable-radix-cache" in done.stderr
+
+
+def test_the_summary_line_of_a_radix_battery(card: dict[str, str], tmp_path: Path) -> None:
+    """summarize.py's line for a warm run, from the run's own --json summary as batteries.py records it."""
+    import summarize
+
+    battery = next(b for b in RADIX if b["name"] == "gpu-radix-cold-warm")
+    with CannedSGLang("radix") as server:
+        values = {"URL": f"sglang+{server.url}", "RECIPE": str(RECIPE), "OUT": str(tmp_path)}
+        command = fill(battery["commands"][0], values)
+        done = bitexact(command, tmp_path, card)
+    result = {"command": command, "exit": done.returncode, "summary": json.loads(done.stdout)}
+    entry = {"name": battery["name"], "variant": "radix", "exit": done.returncode, "results": [result]}
+    (tmp_path / "verdicts.jsonl").write_text(json.dumps(entry) + "\n")
+    (line,) = summarize.verdict_lines(tmp_path)
+    assert line.startswith("gpu-radix-cold-warm") and "EQUAL/OK" in line
+    assert "warm (plain): 48/48 answers equal to the cold pass, each warm one " in line
 
 
 def test_a_capacity_battery_fails_when_answers_move(

@@ -50,6 +50,7 @@ def test_the_batteries_cover_the_recipes_claims() -> None:
         "gpu-repeat",
         "gpu-golden",
         *(f"gpu-capacity-{v}" for v in CAPACITY),
+        *RADIX,
     ]
     assert {n: (b["variant"], b["reference"]) for n, b in got.items()} == {
         "gpu-parity-recipe": ("recipe", "short"),
@@ -59,6 +60,7 @@ def test_the_batteries_cover_the_recipes_claims() -> None:
         "gpu-repeat": ("recipe", None),
         "gpu-golden": ("recipe", None),
         **{f"gpu-capacity-{v}": (v, "short") for v in CAPACITY},
+        **{n: ("radix-forced-reject" if n.endswith("forced-reject") else "radix", None) for n in RADIX},
     }
     (check,) = got["gpu-parity-forced-reject"]["commands"]
     assert check[:4] == ["bitexact", "golden", "check", "@URL@"]
@@ -81,6 +83,36 @@ def test_the_batteries_cover_the_recipes_claims() -> None:
         for command in battery["commands"]:
             if "--golden" in command:
                 assert "--no-history" in command, name
+
+
+RADIX = [
+    "gpu-radix-cold-warm",
+    "gpu-radix-shared-prefix",
+    "gpu-radix-long-extend",
+    "gpu-radix-inflight-8",
+    "gpu-radix-repeat",
+    "gpu-radix-golden",
+    "gpu-radix-forced-reject",
+]
+
+
+def test_radix_batteries_run_warm_on_the_recipe_with_the_cache_on() -> None:
+    """The radix variants are the recipe less --disable-radix-cache (forced-reject's env for the one), and
+    every radix battery command is `bitexact warm` against them, keyed by the variant it runs."""
+    variants = RECIPE["variants"]
+    assert variants["radix"] == {
+        "description": variants["radix"]["description"],
+        "speculative": True,
+        "unset": ["--disable-radix-cache"],
+    }
+    assert variants["radix-forced-reject"]["env"] == variants["forced-reject"]["env"]
+    assert variants["radix-forced-reject"]["unset"] == ["--disable-radix-cache"]
+    for name in RADIX:
+        battery = batteries()[name]
+        assert battery["radix"] is True
+        for command in battery["commands"]:
+            assert command[:3] == ["bitexact", "warm", "@URL@"]
+            assert command[command.index("--variant") + 1] == battery["variant"]
 
 
 # The capacity variants: each sets one flag the recipe also sets (or, for the CUDA graphs, leaves to SGLang).

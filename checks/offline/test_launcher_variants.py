@@ -82,6 +82,16 @@ EXPECTED: dict[str, tuple[list[str], dict[str, str]]] = {
     "cuda-graph-decode-bs-1": (_argv(graph_bs="1"), RECIPE_ENV),
     "cuda-graph-decode-bs-32": (_argv(graph_bs="32"), RECIPE_ENV),
     "backend-flashinfer": (_argv(backend="flashinfer"), RECIPE_ENV),
+    # the prefix cache on: the one flag removed, the argv otherwise verbatim
+    "radix": (_argv()[: -len(TAIL)], RECIPE_ENV),
+    "radix-forced-reject": (
+        _argv()[: -len(TAIL)],
+        {
+            **RECIPE_ENV,
+            "SGLANG_SIMULATE_ACC_LEN": "1",
+            "SGLANG_SIMULATE_ACC_TOKEN_MODE": "real-draft-token",
+        },
+    ),
 }
 PINNED = {
     "BITEXACT_DEEP_GEMM": "/nix/store/aaaa-sgl-deep-gemm-0.2.0",

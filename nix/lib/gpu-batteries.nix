@@ -20,6 +20,12 @@
 # variant of the recipe checks every answer against the same no-spec reference, with `capacityInflight`
 # requests in flight so that the server does batch them; the chunked-prefill variants check the long
 # prompts too (a prompt shorter than the chunk is never chunked).
+#
+# Prefix reuse: the `radix` variants (the recipe with --disable-radix-cache unset) run `bitexact warm`,
+# which computes every prompt afresh with the cache flushed before it, then again with its prompt (or a
+# shared prefix) taken from the cache, and compares the answers bit for bit. It refuses (exit 2) a warm
+# pass in which any answer shows no cache hits (SGLang's meta_info.cached_tokens) and a cold pass in which
+# any shows some, so none of these batteries can pass with the cache off or not hitting.
 let
   # The author's receipts: 24 prompts (the shipped battery), 3 long prompts up to 128k, 1200 repeats.
   longLengths = "16k,64k,128k";
@@ -53,6 +59,137 @@ let
       flag = "--cuda-graph-max-bs-decode";
     }
   ];
+
+  # A shared prefix aligned to no page, chunk or split size (all powers of two): an odd length. The
+  # long prompt cached and then extended: at 64k (a multiple of the 8192-token prefill chunk) and one
+  # token past it, each followed by `longQuestions` of the battery's prompts.
+  sharedPrefix = "1237";
+  longPrefixes = [
+    "64k"
+    "65537"
+  ];
+  longQuestions = 3;
+
+  # `bitexact warm` against the running server of a radix variant, writing under @OUT@/<out>.
+  warmCommand =
+    variant: out: extra:
+    [
+      "bitexact"
+      "warm"
+      "@URL@"
+      "--recipe"
+      "@RECIPE@"
+      "--variant"
+      variant
+    ]
+    ++ extra
+    ++ [
+      "--out"
+      "@OUT@/${out}"
+      "--json"
+    ];
+  # The prefix and the questions are token ids: the model's own tokenizer makes them.
+  sharedPrefixArgs = prefix: [
+    "--shared-prefix"
+    prefix
+    "--tokenizer"
+    "@MODEL_SNAPSHOT@"
+  ];
+
+  radixBattery = attrs: {
+    variant = "radix";
+    reference = null;
+    radix = true;
+  } // attrs;
+
+  radixBatteries =
+    inflight:
+    map radixBattery [
+      {
+        name = "gpu-radix-cold-warm";
+        what = "every prompt computed afresh, then twice from the cache (hits in every warm answer): equal bit for bit";
+        commands = [ (warmCommand "radix" "cold-warm" [ "--warm-passes" "2" ]) ];
+      }
+      {
+        name = "gpu-radix-shared-prefix";
+        what = "a shared prefix of ${sharedPrefix} tokens (aligned to no page, chunk or split size) cached, then different questions extending it: equal to each computed afresh";
+        commands = [ (warmCommand "radix" "shared-prefix" (sharedPrefixArgs sharedPrefix)) ];
+      }
+      {
+        name = "gpu-radix-long-extend";
+        what = "a 64k-token prompt cached, then extended by ${toString longQuestions} questions (at 65536 tokens and one past): equal to each computed afresh";
+        commands = map (
+          prefix:
+          warmCommand "radix" "long-${prefix}" (
+            sharedPrefixArgs prefix
+            ++ [
+              "--limit"
+              (toString longQuestions)
+            ]
+          )
+        ) longPrefixes;
+      }
+      {
+        name = "gpu-radix-inflight-8";
+        what = "${toString inflight} requests in flight: questions extending one cached prefix, and copies of each prompt from the cache";
+        commands = [
+          (warmCommand "radix" "shared-inflight" (
+            sharedPrefixArgs sharedPrefix
+            ++ [
+              "--inflight"
+              (toString inflight)
+            ]
+          ))
+          (warmCommand "radix" "warm-inflight" [
+            "--warm-passes"
+            (toString inflight)
+            "--inflight"
+            (toString inflight)
+          ])
+        ];
+      }
+      {
+        name = "gpu-radix-repeat";
+        what = "every prompt computed afresh, then ${toString (repeats - 1)} times from the cache, 8 in flight: ${toString repeats} identical answers";
+        commands = [
+          (warmCommand "radix" "repeat" [
+            "--warm-passes"
+            (toString (repeats - 1))
+            "--inflight"
+            "8"
+          ])
+        ];
+      }
+      {
+        # The card's goldens were recorded with the cache off (goldenRecord: the recipe variant); cold and
+        # warm answers of the radix variant must equal them.
+        name = "gpu-radix-golden";
+        what = "cold and warm answers with the cache on equal this card's golden records, recorded with it off";
+        commands = [
+          (warmCommand "radix" "golden" [
+            "--golden-dir"
+            "@GOLDEN_DIR@"
+          ])
+          (warmCommand "radix" "golden-long" [
+            "--golden-dir"
+            "@GOLDEN_DIR@"
+            "--long"
+            longLengths
+            "--tokenizer"
+            "@MODEL_SNAPSHOT@"
+          ])
+        ];
+      }
+      {
+        name = "gpu-radix-forced-reject";
+        what = "every draft rejected over a prefix from the cache: cold then warm, and the shared prefix, equal bit for bit";
+        variant = "radix-forced-reject";
+        commands = [
+          (warmCommand "radix-forced-reject" "cold-warm" [ ])
+          (warmCommand "radix-forced-reject" "shared-prefix" (sharedPrefixArgs sharedPrefix))
+        ];
+      }
+    ];
 
   # `bitexact golden record` against the running server of one variant of the recipe.
   recordCommand = variant: [
@@ -135,7 +272,14 @@ let
     };
 in
 rec {
-  inherit longLengths repeats capacityInflight capacity;
+  inherit
+    longLengths
+    repeats
+    capacityInflight
+    capacity
+    sharedPrefix
+    longPrefixes
+    ;
 
   references = {
     short = reference false;
@@ -171,7 +315,8 @@ rec {
   };
 
   # recipe (parsed) -> [{name, what, variant (server), reference (null | "short" | "long"), commands}],
-  # capacity batteries with `capacity` (the flag) and `longReference` (also checked against @REF_LONG@).
+  # capacity batteries with `capacity` (the flag) and `longReference` (also checked against @REF_LONG@),
+  # prefix-reuse batteries with `radix = true`.
   batteries =
     recipe:
     let
@@ -181,7 +326,7 @@ rec {
         if has v then
           true
         else
-          throw "gpu-batteries: recipe ${recipe.name} has no variant '${v}' (the batteries need recipe, no-spec, forced-reject, inflight-8 and the capacity variants ${builtins.concatStringsSep ", " (map (c: c.variant) capacity)})";
+          throw "gpu-batteries: recipe ${recipe.name} has no variant '${v}' (the batteries need recipe, no-spec, forced-reject, inflight-8, radix, radix-forced-reject and the capacity variants ${builtins.concatStringsSep ", " (map (c: c.variant) capacity)})";
       inflight = ((recipe.variants."inflight-8".client or { }).inflight or 1);
     in
     assert builtins.all need (
@@ -190,6 +335,8 @@ rec {
         "no-spec"
         "forced-reject"
         "inflight-8"
+        "radix"
+        "radix-forced-reject"
       ]
       ++ map (c: c.variant) capacity
     );
@@ -305,7 +452,8 @@ rec {
           ];
       }
     ]
-    ++ map capacityBattery capacity;
+    ++ map capacityBattery capacity
+    ++ radixBatteries inflight;
 
   # Fill the placeholders of a command.
   fill =

@@ -30,12 +30,20 @@ Sources of the shapes:
   `prompt_token_ids` with `return_token_ids`; CompletionLogProbs `tokens`/`top_logprobs` keys written as
   `token_id:N` with `return_tokens_as_token_ids`; `stop_reason`), `/v1/models` list,
   `GET /version` (`{"version": VLLM_VERSION}`, `vllm/entrypoints/openai/api_server.py`).
+- The prefix cache: SGLang's `meta_info.cached_tokens` (every answer; `Req.cached_tokens`, the prompt
+  tokens the radix cache matched, at most all but the last: `Req.adjust_max_prefix_ids`), its
+  `/flush_cache` (GET or POST; 200 `Cache flushed.` text, 400 with the scheduler's message when it does
+  not flush: `http_server.py` flush_cache, `scheduler_components/flush_wrapper.py`); vLLM's
+  `usage.prompt_tokens_details = {"cached_tokens": N}` (only when N > 0, as with
+  `--enable-prompt-tokens-details`: `serving_completion.py`) and `POST /reset_prefix_cache` (only under
+  VLLM_SERVER_DEV_MODE=1; 200 with an empty body, success not checked: `serve/cache/api_router.py`).
 """
 
 from __future__ import annotations
 
 import json
 import random
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -46,6 +54,25 @@ from typing import Any
 # fault(request number from 0, request body) -> None (answer normally) or one of FAULTS
 FAULTS = ("truncate", "reset", "500", "hang")
 Fault = Callable[[int, dict[str, Any]], str | None]
+# prefix_cache: "off" (--disable-radix-cache: no hits, /server_info says so), "on" (a radix cache of every
+# sequence served), "hybrid" (as SGLang 0.5.20's mamba radix cache keeps a hybrid model's recurrent
+# state, `mem_cache/mamba_radix_cache.py`: a prefix is reused only up to a point that holds one, kept at
+# the end of each sequence served and, where a match stopped short of one, at the last multiple of
+# HYBRID_CHUNK inside the match), "never-hits" (on by its args, never matches); flush: "ok", "absent"
+# (404: vLLM without dev mode, a proxy), "refuse" (SGLang: 400; vLLM: 200 and nothing flushed)
+PREFIX_CACHES = ("off", "on", "hybrid", "never-hits")
+HYBRID_CHUNK = 16  # SGLang: max(the model's mamba chunk size, page size), 64 for GDN at page size 1
+FLUSHES = ("ok", "absent", "refuse")
+SGLANG_FLUSHED = (
+    "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
+    "requests, the operation will not be performed.)\n"
+)
+
+
+def next_float32(value: float) -> float:
+    """The float32 one step towards zero from `value` (a float32): a bit that moved."""
+    bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    return float(struct.unpack("<f", struct.pack("<I", bits - 1))[0])
 
 
 class Backend:
@@ -86,6 +113,14 @@ class Backend:
         return toks, chosen, top
 
 
+def _prefix_hashes(ids: list[int]) -> list[int]:
+    """A hash of every prefix of `ids` (entry k: the first k ids), in one pass."""
+    out = [0]
+    for token in ids:
+        out.append(hash((out[-1], token)))
+    return out
+
+
 def _text(token_id: int) -> str:
     return f"<{token_id}>"  # the tiny model has no tokenizer; a unique text per id, as a real one gives
 
@@ -95,7 +130,9 @@ class FakeServer:
     spec: report speculative decoding stats. die_after: stop answering after that many generate requests.
     version, server_args: what /server_info reports (server_args update the defaults below).
     fault: per generate request, a failure to answer with instead (FAULTS). delay: seconds each
-    generate answer takes (per request body, for requests in flight that finish in a known order)."""
+    generate answer takes (per request body, for requests in flight that finish in a known order).
+    prefix_cache, flush: PREFIX_CACHES, FLUSHES. warm_drift: an answer that took tokens from the cache has
+    the logprob at position 1 one float32 step off (a cache that moves bits)."""
 
     def __init__(
         self,
@@ -108,7 +145,16 @@ class FakeServer:
         server_args: dict[str, Any] | None = None,
         fault: Fault | None = None,
         delay: Callable[[dict[str, Any]], float] | None = None,
+        prefix_cache: str = "off",
+        flush: str = "ok",
+        warm_drift: bool = False,
     ) -> None:
+        if prefix_cache not in PREFIX_CACHES or flush not in FLUSHES:
+            raise ValueError(f"prefix_cache one of {PREFIX_CACHES}, flush one of {FLUSHES}")
+        self.prefix_cache, self.flush, self.warm_drift = prefix_cache, flush, warm_drift
+        self.cache: list[list[int]] = []  # every sequence served since the last flush (prompt + output)
+        self.states: set[tuple[int, int]] = set()  # hybrid: (length, prefix hash) where a state is kept
+        self.flushes: list[int] = []  # the status of each flush request
         self.backend, self.flavor, self.spec, self.die_after = backend, flavor, spec, die_after
         # the releases whose shapes these are (vLLM's `return_token_ids` came in 0.10.2)
         self.version = version or ("0.5.20" if flavor == "sglang" else "0.10.2")
@@ -135,9 +181,34 @@ class FakeServer:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _flush(self) -> bool:
+                """The cache endpoint of this flavor, if the path names it: answered, True."""
+                path = self.path.split("?", 1)[0]
+                if path != ("/flush_cache" if server.flavor == "sglang" else "/reset_prefix_cache"):
+                    return False
+                if server.flush == "absent":
+                    server.flushes.append(404)
+                    self._send(404, {"detail": "Not Found"})
+                    return True
+                code, data = 200, b"" if server.flavor == "vllm" else SGLANG_FLUSHED.encode()
+                if server.flush == "ok":
+                    with server.count_lock:
+                        server.cache.clear()
+                        server.states.clear()
+                elif server.flavor == "sglang":  # refused; vLLM answers 200 whether or not it reset
+                    code, data = 400, b"Timed out waiting for idle state."
+                server.flushes.append(code)
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return True
+
             def do_GET(self) -> None:
                 # SGLang 0.5.20's http_server.py: /health (the process is up) and /health_generate (a
                 # one-token generation ran); what the router and our launchers wait on.
+                if server.flavor == "sglang" and self._flush():
+                    return
                 if self.path in ("/health", "/health_generate"):
                     self._send(200, {})
                 elif self.path in ("/server_info", "/get_server_info") and server.flavor == "sglang":
@@ -167,6 +238,9 @@ class FakeServer:
                     self._send(404, {"detail": "Not Found"})
 
             def do_POST(self) -> None:
+                if self._flush():
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                    return
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 if server.die_after is not None and server.served >= server.die_after:
                     self.close_connection = True  # the server "crashed": drop the request unanswered
@@ -278,7 +352,7 @@ class FakeServer:
             "speculative_num_draft_tokens": 8 if self.spec else None,
             "max_running_requests": 8,
             "chunked_prefill_size": 8192,
-            "disable_radix_cache": True,
+            "disable_radix_cache": self.prefix_cache == "off",
             "mamba_ssm_dtype": "float32",
             **self.extra_args,
         }
@@ -338,12 +412,55 @@ class FakeServer:
             "spec_proposed_drafts": verify * 7,
         }
 
+    def _cached(self, ids: list[int]) -> int:
+        """Prompt tokens the cache supplies: the longest prefix shared with a sequence served, all but
+        the last prompt token at most (its logits must be computed); for "hybrid", only up to a kept
+        state (and the prefill keeps one at the last chunk boundary of a match that fell short)."""
+        if self.prefix_cache not in ("on", "hybrid"):
+            return 0
+        best = 0
+        with self.count_lock:
+            for seen in self.cache:
+                n = 0
+                for a, b in zip(ids, seen, strict=False):
+                    if a != b:
+                        break
+                    n += 1
+                best = max(best, n)
+            best = min(best, len(ids) - 1)
+            if self.prefix_cache == "on":
+                return best
+            hashes = _prefix_hashes(ids)
+            usable = next((k for k in range(best, 0, -1) if (k, hashes[k]) in self.states), 0)
+            aligned = best // HYBRID_CHUNK * HYBRID_CHUNK
+            if usable < aligned:
+                self.states.add((aligned, hashes[aligned]))
+            return usable
+
+    def _answer(
+        self, ids: list[int], new: int, k: int
+    ) -> tuple[int, list[int], list[float], list[list[tuple[int, float]]]]:
+        """(cached prompt tokens, ids, logprobs, top-k) of one request; the sequence is cached after."""
+        cached = self._cached(ids)
+        toks, chosen, top = self.backend.run(ids, new, k)
+        if self.warm_drift and cached and toks:
+            at = min(1, len(toks) - 1)
+            moved = next_float32(chosen[at])
+            if top:
+                top[at] = [(t, moved if t == toks[at] else lp) for t, lp in top[at]]
+            chosen = [*chosen[:at], moved, *chosen[at + 1 :]]
+        if self.prefix_cache in ("on", "hybrid"):
+            with self.count_lock:
+                self.cache.append([*ids, *toks])
+                self.states.add((len(ids) + len(toks), _prefix_hashes([*ids, *toks])[-1]))
+        return cached, toks, chosen, top
+
     def generate(self, body: dict[str, Any]) -> dict[str, Any]:
         params = body["sampling_params"]
         k = body.get("top_logprobs_num") or 0
         # A text prompt is tokenized by the server (SGLang's tokenizer manager); here, one id per byte.
         ids = body["input_ids"] if "input_ids" in body else list(body["text"].encode())
-        toks, chosen, top = self.backend.run(ids, params["max_new_tokens"], k)
+        cached, toks, chosen, top = self._answer(ids, params["max_new_tokens"], k)
         meta: dict[str, Any] = {
             "id": f"req-{self.served}",
             "finish_reason": {"type": "length", "length": len(toks)},
@@ -362,7 +479,7 @@ class FakeServer:
         meta.update(
             reasoning_tokens=0,
             completion_tokens=len(toks),
-            cached_tokens=0,
+            cached_tokens=cached,
             e2e_latency=0.01,
             **self._spec_meta(len(toks)),
         )
@@ -370,7 +487,7 @@ class FakeServer:
 
     def completion(self, body: dict[str, Any]) -> dict[str, Any]:
         prompt = body["prompt"]
-        toks, chosen, top = self.backend.run(prompt, body["max_tokens"], body.get("logprobs") or 0)
+        cached, toks, chosen, top = self._answer(prompt, body["max_tokens"], body.get("logprobs") or 0)
         vllm_ids = self.flavor == "vllm" and body.get("return_tokens_as_token_ids")
         name = (lambda t: f"token_id:{t}") if vllm_ids else _text
         logprobs = {
@@ -392,6 +509,8 @@ class FakeServer:
             "total_tokens": len(prompt) + len(toks),
             "completion_tokens": len(toks),
         }
+        if self.flavor == "vllm" and cached:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
         response: dict[str, Any] = {
             "id": f"cmpl-{self.served}",
             "object": "text_completion",

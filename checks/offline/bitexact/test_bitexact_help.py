@@ -7,7 +7,7 @@ import argparse
 import pytest
 from bitexact.cli import build_parser, main
 
-VERBS = [["parity"], ["repeat"], ["golden", "record"], ["golden", "check"], ["bench"], ["history"]]
+VERBS = [["parity"], ["repeat"], ["golden", "record"], ["golden", "check"], ["bench"], ["history"], ["warm"]]
 
 
 def _parser_of(verb: list[str]) -> argparse.ArgumentParser:
@@ -37,6 +37,6 @@ def test_the_top_level_help_lists_exit_codes_and_every_verb(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])
     shown = capsys.readouterr().out
-    assert "{parity,repeat,golden,bench,history}" in shown
+    assert "{parity,repeat,golden,bench,history,warm}" in shown
     for code in ("0 ", "1 ", "2 ", "130"):
         assert f"\n  {code}" in shown

@@ -132,7 +132,7 @@ def test_exit_codes_for_usage_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["parity"])
     assert exc.value.code == 2
-    for argv, verbs in (([], "{parity,repeat,golden,bench,history}"), (["golden"], "{record,check}")):
+    for argv, verbs in (([], "{parity,repeat,golden,bench,history,warm}"), (["golden"], "{record,check}")):
         capsys.readouterr()
         with pytest.raises(SystemExit) as exc:
             main(argv)

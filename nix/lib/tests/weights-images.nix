@@ -217,6 +217,13 @@ let
         "gpu-capacity-chunked-prefill-16384"
         "gpu-capacity-cuda-graph-decode-bs-1"
         "gpu-capacity-cuda-graph-decode-bs-32"
+        "gpu-radix-cold-warm"
+        "gpu-radix-shared-prefix"
+        "gpu-radix-long-extend"
+        "gpu-radix-inflight-8"
+        "gpu-radix-repeat"
+        "gpu-radix-golden"
+        "gpu-radix-forced-reject"
       ];
     };
   };

@@ -1,4 +1,4 @@
-"""Command line: `bitexact parity|repeat|golden record|golden check|bench`.
+"""Command line: `bitexact parity|repeat|golden record|golden check|bench|history|warm`.
 
 Exit codes (docs/bitexact.md): 0 everything compared equal (bench/record: the run finished); 1 something
 differs; 2 anything else (usage, engine failure, speculation that did not run, missing golden, crash);
@@ -11,7 +11,7 @@ import sys
 import traceback
 
 from bitexact import __version__
-from bitexact.commands import bench, golden, history, parity, repeat
+from bitexact.commands import bench, golden, history, parity, repeat, warm
 from bitexact.errors import BitexactError
 from bitexact.files import OutLock, describe_os_error, prepare_out
 from bitexact.helptext import HelpFormatter
@@ -36,8 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
         "sglang-engine:PATH?server_arg=value",
     )
     parser.add_argument("--version", action="version", version=f"bitexact {__version__}")
-    sub = parser.add_subparsers(dest="verb", required=True, metavar="{parity,repeat,golden,bench,history}")
-    for module in (parity, repeat, golden, bench, history):
+    sub = parser.add_subparsers(
+        dest="verb", required=True, metavar="{parity,repeat,golden,bench,history,warm}"
+    )
+    for module in (parity, repeat, golden, bench, history, warm):
         module.add_parser(sub)
     return parser
 

@@ -38,8 +38,16 @@ def _finish(it: Iterator[Generation], save: Callable[[Generation], None]) -> Non
 
 
 def run_battery(
-    engine: Engine, prompts: list[Prompt], settings: Settings, store: ResultStore | None, label: str
+    engine: Engine,
+    prompts: list[Prompt],
+    settings: Settings,
+    store: ResultStore | None,
+    label: str,
+    groups: list[list[Prompt]] | None = None,
+    before_group: Callable[[list[Prompt]], None] | None = None,
 ) -> list[Generation]:
+    """`groups`: the prompts run together, in order (default: fixed chunks of the engine's group size);
+    `before_group` runs before each group that has a prompt left to run (a cache flush, say)."""
     done = store.load(prompts) if store else {}
     by_id = {p.id: p for p in prompts}
     bar = Progress(label, len(prompts))
@@ -64,9 +72,11 @@ def run_battery(
     where = f" in {store.path}" if store else ""
     bar.watch(STALL_S)
     try:
-        for group in groups_of(prompts, max(engine.group_size, 1)):
+        for group in groups or groups_of(prompts, max(engine.group_size, 1)):
             if all(p.id in done for p in group):
                 continue
+            if before_group is not None:
+                before_group(group)
             it = iter(engine.generate(group, settings))
             try:
                 for generation in it:

@@ -139,9 +139,12 @@ def run_side(
     group: int | None = None,
     tokenizer: str | None = None,
     vet: Callable[[dict[str, Any]], None] | None = None,
+    groups: list[list[Prompt]] | None = None,
+    before_group: Callable[[Engine, list[Prompt]], None] | None = None,
 ) -> tuple[list[Generation], dict[str, Any]]:
     """Open the engine, run the prompts with results stored under `out`, close it. `vet` sees the engine's
-    identity before any prompt runs and may refuse it (a golden of another model, say)."""
+    identity before any prompt runs and may refuse it (a golden of another model, say); `groups` and
+    `before_group` (given the open engine) as run_battery takes them."""
     engine: Engine = open_engine(raw, inflight=inflight, tokenizer=tokenizer)
     if group is not None:
         engine.group_size = group
@@ -150,7 +153,8 @@ def run_side(
         if vet is not None:
             vet(identity)
         store = keyed_store(out, tag, raw, identity, settings.to_json(), group=engine.group_size)
-        gens = run_battery(engine, prompts, settings, store, f"{tag} {raw}")
+        hook = None if before_group is None else (lambda g: before_group(engine, g))
+        gens = run_battery(engine, prompts, settings, store, f"{tag} {raw}", groups, hook)
     finally:
         engine.close()
     return gens, identity

@@ -7,6 +7,8 @@ import datetime
 import os
 import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +27,12 @@ from bitexact.commands.parity import write_comparison
 from bitexact.engines.base import Settings
 from bitexact.engines.spec import parse_engine
 from bitexact.errors import GoldenError, UsageError
-from bitexact.golden import build_record, golden_path, load_golden, write_record
+from bitexact.generation import Generation
+from bitexact.golden import Golden, build_record, golden_path, load_golden, write_record
 from bitexact.helptext import ENGINE, EXAMPLES, HelpFormatter, verb_parser
 from bitexact.identity import CPU, detect_card, gpu_info, known_card_slugs, model_mismatch
 from bitexact.presets import _side, load_recipe
+from bitexact.prompts import Prompt
 from bitexact.report.html import record_html
 from bitexact.report.markdown import record_markdown
 from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
@@ -352,21 +356,49 @@ def _selected(args: argparse.Namespace, golden: Any) -> tuple[list[Any], list[An
     return [p for p, _ in pairs], [g for _, g in pairs]
 
 
-def check(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class Selected:
+    """A check's golden, named by the options, and what the check runs from it."""
+
+    card: str
+    recipe: str
+    spec: str  # the speculation requirement
+    golden: Golden
+    prompts: list[Prompt]
+    expected: list[Generation]
+    settings: Settings
+
+    def vet(self, engine: str, allow_mismatch: bool) -> Callable[[dict[str, Any]], None]:
+        """Refuses a server that names another model than the golden's (unless allowed)."""
+
+        def vet(identity: dict[str, Any]) -> None:
+            recorded = self.golden.record["metadata"].get("engine_identity") or {}
+            mismatch = model_mismatch(recorded, identity)
+            if mismatch and not allow_mismatch:
+                raise GoldenError(
+                    f"{engine} serves another model than golden {self.golden.path} was recorded from "
+                    f"({'; '.join(mismatch)}); check the server's --model-path, or pass "
+                    "--allow-identity-mismatch to compare anyway"
+                )
+
+        return vet
+
+
+def select_golden(args: argparse.Namespace) -> Selected:
+    """The golden that --card/--recipe/--golden-dir/--golden name (checked on load), the prompts a check
+    runs (--limit/--prompts/--long) with their recorded answers, and its settings."""
     card, name, spec = _key(args)
     golden = load_golden(_path(args, card, name), card=card, recipe=name)
     settings = _stored_settings(args, golden.path, golden.record["settings"])
     prompts, expected = _selected(args, golden)
+    return Selected(card, name, spec, golden, prompts, expected, settings)
 
-    def vet(identity: dict[str, Any]) -> None:
-        mismatch = model_mismatch(golden.record["metadata"].get("engine_identity") or {}, identity)
-        if mismatch and not args.allow_identity_mismatch:
-            raise GoldenError(
-                f"{args.engine} serves another model than golden {golden.path} was recorded from "
-                f"({'; '.join(mismatch)}); check the server's --model-path, or pass "
-                "--allow-identity-mismatch to compare anyway"
-            )
 
+def check(args: argparse.Namespace) -> int:
+    selected = select_golden(args)
+    card, name, spec, golden = selected.card, selected.recipe, selected.spec, selected.golden
+    settings, prompts, expected = selected.settings, selected.prompts, selected.expected
+    vet = selected.vet(args.engine, args.allow_identity_mismatch)
     build_info = history.read_build_info(args.build_info)
     gens, identity = run_side(
         args.engine, prompts, settings, args.out, "check", args.inflight, tokenizer=args.tokenizer, vet=vet

@@ -4,7 +4,8 @@ Shapes from sglang 0.5.20 `srt/managers/tokenizer_manager.py`: the result is `{"
 "meta_info"}`; `meta_info.output_token_logprobs` is a list of `(logprob, token_id, text_or_None)`,
 `output_top_logprobs` a list (per position) of such lists or None; speculative decoding adds
 `spec_verify_ct`, `spec_accept_length`, `spec_num_correct_drafts`, `spec_num_proposed_drafts` (older
-releases: `spec_accept_length` and `spec_verify_ct` only) and only when `spec_verify_ct > 0`.
+releases: `spec_accept_length` and `spec_verify_ct` only) and only when `spec_verify_ct > 0`;
+`cached_tokens` (the prompt tokens the radix cache supplied, `Req.cached_tokens`) is always there.
 """
 
 from __future__ import annotations
@@ -96,5 +97,6 @@ def parse_generate_output(prompt: Prompt, out: Any, settings: Settings, where: s
             "finish_reason": finish.get("type") if isinstance(finish, dict) else finish,
             "prompt_tokens": meta.get("prompt_tokens"),
             "completion_tokens": meta.get("completion_tokens"),
+            "cached_tokens": meta.get("cached_tokens"),  # prompt tokens the radix cache supplied
         },
     )

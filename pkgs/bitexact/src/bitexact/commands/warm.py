@@ -1,0 +1,374 @@
+"""`bitexact warm ENGINE`: the same prompts computed afresh (the cache flushed before each) and taken from
+the server's prefix cache, compared bit for bit. A warm pass counts only where the server reports cache
+hits for every prompt; a cold pass only where it reports none. The passes: warmplan.py."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bitexact.commands.common import (
+    add_prompt_options,
+    count,
+    emit,
+    parse_lengths,
+    report_tokenizer,
+    resolve_prompts,
+    run_side,
+    settings_of,
+)
+from bitexact.commands.golden import Selected, select_golden
+from bitexact.commands.parity import write_comparison
+from bitexact.engines.base import Settings
+from bitexact.engines.spec import EngineSpec, parse_engine
+from bitexact.errors import BitexactError, UsageError
+from bitexact.files import atomic_write_text
+from bitexact.generation import Generation
+from bitexact.helptext import verb_parser
+from bitexact.longprompts import long_prompt
+from bitexact.prefixcache import FLUSH_PATHS, CacheFlush, cached_tokens
+from bitexact.presets import _side, load_recipe
+from bitexact.prompts import Prompt, load_tokenizer
+from bitexact.report.fmt import text
+from bitexact.report.markdown import verdict_word
+from bitexact.report.warm import warm_markdown
+from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
+from bitexact.summary import comparison_summary
+from bitexact.warmplan import COLD, CacheSetup, WarmPlan, alignment, plain_plan, shared_plan
+
+EXAMPLES = """examples:
+  bitexact warm sglang+http://127.0.0.1:30000 --warm-passes 2
+  bitexact warm sglang+http://127.0.0.1:30000 --shared-prefix 1237 --tokenizer ./model --inflight 8
+  bitexact warm openai+http://127.0.0.1:8000/v1?model=qwen --prompts my.jsonl
+  bitexact warm sglang+http://127.0.0.1:30000 --recipe nix/recipes/qwen3.8-27b-exact.json \\
+      --variant radix --golden-dir checks/golden"""
+HOW_TO_REPORT = (
+    "SGLang's native API reports meta_info.cached_tokens always (is --disable-radix-cache off?); "
+    "OpenAI-compatible servers report usage.prompt_tokens_details.cached_tokens only when told to "
+    "(vLLM: --enable-prefix-caching --enable-prompt-tokens-details; SGLang: --enable-cache-report)"
+)
+
+
+class WarmRefused(BitexactError):
+    """A pass that cannot count: a warm one without cache hits, a cold one with them (exit 2)."""
+
+
+def prefix_tokens(value: str) -> int:
+    """An argparse type: one length in tokens (1237, 64k)."""
+    try:
+        lengths = parse_lengths(value)
+    except UsageError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if len(lengths) != 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: one length, e.g. 1237 or 64k")
+    return lengths[0]
+
+
+def add_parser(sub: Any) -> None:
+    p = verb_parser(
+        sub,
+        "warm",
+        help="cold against warm: answers from the prefix cache equal those computed afresh",
+        epilog=EXAMPLES,
+    )
+    p.add_argument(
+        "engine", help="the server: sglang+http://HOST:PORT or openai+http://HOST:PORT/v1?model=NAME"
+    )
+    p.add_argument(
+        "--warm-passes", type=count(1), default=1, help="passes after the cold one (each prompt once each)"
+    )
+    p.add_argument(
+        "--shared-prefix",
+        type=prefix_tokens,
+        help="instead: every prompt is one prefix of this many tokens (e.g. 1237, odd so that no page, "
+        "chunk or split size divides it; 64k) followed by the prompt as its question; the warm passes "
+        "cache the prefix alone and extend it. Needs --tokenizer or --vocab-size",
+    )
+    p.add_argument(
+        "--inflight",
+        type=count(1),
+        default=1,
+        help="requests in flight in the warm passes (the cold pass sends one at a time, each after a flush)",
+    )
+    p.add_argument(
+        "--spec", choices=REQUIREMENTS, help="must the engine speculate? (default: the --variant's, else any)"
+    )
+    p.add_argument("--recipe", help="recipe JSON: the --variant's speculation requirement, the golden's key")
+    p.add_argument("--variant", default="recipe", help="the recipe variant the server runs (with --recipe)")
+    p.add_argument(
+        "--golden",
+        type=Path,
+        help="compare every pass, the cold one too, with this golden record instead of the cold pass",
+    )
+    p.add_argument(
+        "--golden-dir",
+        type=Path,
+        help="likewise with this card's golden of the recipe in DIR (DIR/<card>/<recipe>[-long].json)",
+    )
+    p.add_argument("--recipe-name", help="key the golden by this name instead of the recipe file's")
+    p.add_argument("--card", help="the card's slug, for a golden (default: this machine's GPU)")
+    add_prompt_options(p)
+    p.set_defaults(run=run, allow_identity_mismatch=False)
+
+
+def _requirement(args: argparse.Namespace) -> str:
+    if args.spec:
+        return str(args.spec)
+    if args.recipe:
+        return _side(load_recipe(args.recipe), args.variant).spec
+    return "any"
+
+
+def _shared_plan(args: argparse.Namespace, questions: list[Prompt]) -> WarmPlan:
+    if args.tokenizer is None and args.vocab_size is None:
+        raise UsageError(
+            f"--shared-prefix {args.shared_prefix}: the prefix is made as token ids, so that its length is "
+            "exact: give --tokenizer (the served model's tokenizer folder, or bytes) or --vocab-size N"
+        )
+    textual = [q.id for q in questions if q.input_ids is None]
+    if textual:
+        raise UsageError(
+            f"--shared-prefix: prompts {textual[:3]} are text; the questions follow the prefix as token "
+            "ids: give --tokenizer to tokenize them, or --prompts with input_ids"
+        )
+    tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
+    prefix = long_prompt(
+        args.shared_prefix,
+        seed=args.seed,
+        tokenizer=tokenizer,
+        vocab_size=args.vocab_size,
+        prompt_id="shared-prefix",
+    )
+    return shared_plan(questions, prefix, args.warm_passes, args.inflight)
+
+
+def _vet(spec: EngineSpec, golden: Selected | None) -> Any:
+    golden_vet = golden.vet(spec.raw, False) if golden is not None else None
+
+    def vet(identity: dict[str, Any]) -> None:
+        if identity.get("disable_radix_cache") is True:
+            raise WarmRefused(
+                f"{spec.raw} runs with --disable-radix-cache (its /server_info says so): no answer can come "
+                "from its cache, so no warm pass could count; start it without the flag (the recipe's "
+                "`radix` variant)"
+            )
+        if golden_vet is not None:
+            golden_vet(identity)
+
+    return vet
+
+
+def _by_pass(plan: WarmPlan, gens: list[Generation]) -> dict[str, list[Generation]]:
+    by_pass: dict[str, list[Generation]] = {name: [] for name in plan.passes}
+    for copy, gen in zip(plan.copies, gens, strict=True):
+        by_pass[copy.id.rsplit("#", 1)[1]].append(gen)
+    return by_pass
+
+
+def _refusals(by_pass: dict[str, list[Generation]], ids: list[str], flush: CacheFlush) -> list[str]:
+    out = []
+    cold_hits = [(i, cached_tokens(g)) for i, g in zip(ids, by_pass[COLD], strict=True)]
+    hit = [f"{i} ({n} tokens)" for i, n in cold_hits if n]
+    if hit:
+        why = f"the flush failed: {'; '.join(flush.errors)}" if flush.errors else "the flush did not empty it"
+        out.append(
+            f"the cold pass took prompt tokens from the cache for {len(hit)}/{len(ids)} prompts, e.g. "
+            f"{', '.join(hit[:3])}: they were not computed afresh ({why}); let the client flush the cache "
+            "(SGLang: /flush_cache, with the admin key if one is set; vLLM: VLLM_SERVER_DEV_MODE=1) or "
+            "start a fresh server"
+        )
+    for name, gens in by_pass.items():
+        if name == COLD:
+            continue
+        missing = [
+            f"{i} ({text(cached_tokens(g))})" for i, g in zip(ids, gens, strict=True) if not cached_tokens(g)
+        ]
+        if missing:
+            out.append(
+                f"pass {name} shows no cache hits for {len(missing)}/{len(ids)} prompts (cached tokens "
+                f"reported: {', '.join(missing[:3])})"
+            )
+    if len(out) > bool(hit):
+        out.append(
+            f"an answer without hits was computed afresh: it proves nothing of the cache; {HOW_TO_REPORT}; "
+            "a resumed run whose server restarted meanwhile needs a fresh --out"
+        )
+    return out
+
+
+def _prompt_tokens(prompt: Prompt, gen: Generation) -> int | None:
+    if prompt.input_ids is not None:
+        return len(prompt.input_ids)
+    usage = gen.meta.get("usage")
+    counted = gen.meta.get("prompt_tokens") or (
+        usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    )
+    return counted if isinstance(counted, int) else None
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What every compared pass must equal: the cold pass, or a golden record (then the cold pass too)."""
+
+    gens: list[Generation]
+    label: str
+    side: dict[str, Any]  # how the report names it
+    cold_compared: bool
+
+
+def _pass_row(
+    args: argparse.Namespace,
+    name: str,
+    gens: list[Generation],
+    ids: list[str],
+    ref: Reference,
+    shared: dict[str, Any],
+) -> tuple[dict[str, Any], list[str]]:
+    """One pass: its cache hits and, where compared, its comparison and reports."""
+    hits = [cached_tokens(g) for g in gens]
+    row: dict[str, Any] = {
+        "name": name,
+        "inflight": 1 if name == COLD else args.inflight,
+        "compared_with": None,
+        "equal": None,
+        "differ": 0,
+        "tokens_differ": None,
+        "hits_min": min((h or 0 for h in hits), default=None),
+        "hits_max": max((h or 0 for h in hits), default=None),
+        "without_hits": [] if name == COLD else [i for i, h in zip(ids, hits, strict=True) if not h],
+    }
+    if name == COLD and not ref.cold_compared:
+        return row, []
+    compared = comparison_summary(
+        verb="warm",
+        title=f"warm: pass {name} of {args.engine} vs the {ref.label}",
+        a={
+            "engine": args.engine,
+            "variant": f"{name} pass",
+            "identity": shared["identity"],
+            "spec": spec_summary(gens, shared["requirement"]),
+        },
+        b=ref.side,
+        settings=shared["settings"],
+        gens_a=gens,
+        gens_b=ref.gens,
+        tokenizer=shared["tokenizer"],
+    )
+    reports = write_comparison(args.out, f"warm-{name}", compared)
+    row.update(
+        compared_with=ref.label,
+        equal=compared["equal"],
+        differ=compared["differ"],
+        tokens_differ=compared["tokens_differ"],
+        report=reports[1],
+        comparisons=compared["comparisons"],
+    )
+    return row, reports
+
+
+def _inputs(args: argparse.Namespace) -> tuple[list[Prompt], Settings, str, Selected | None]:
+    """(prompts, settings, speculation requirement, golden): a golden's own, or from the options."""
+    if args.golden is None and args.golden_dir is None:
+        return resolve_prompts(args, [args.engine]), settings_of(args), _requirement(args), None
+    if args.shared_prefix:
+        raise UsageError(
+            "--shared-prefix with a golden: the golden holds the prompts as recorded, without a prefix; "
+            "drop one of them"
+        )
+    golden = select_golden(args)
+    return golden.prompts, golden.settings, golden.spec, golden
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = parse_engine(args.engine)
+    if spec.kind not in FLUSH_PATHS:
+        raise UsageError(
+            f"engine {args.engine!r}: warm runs need a server with a prefix cache that reports its hits: "
+            "sglang+http://HOST:PORT or openai+http://HOST:PORT/v1?model=NAME"
+        )
+    prompts, settings, requirement, golden = _inputs(args)
+    if args.shared_prefix:
+        plan = _shared_plan(args, prompts)
+    else:
+        plan = plain_plan(prompts, args.warm_passes, args.inflight)
+    flush = CacheFlush(spec)
+    setup = CacheSetup(plan, flush, settings, f"warm {args.engine}")
+    gens, identity = run_side(
+        args.engine,
+        plan.copies,
+        settings,
+        args.out,
+        "warm",
+        args.inflight,
+        tokenizer=args.tokenizer,
+        vet=_vet(spec, golden),
+        groups=[g.prompts for g in plan.groups],
+        before_group=setup.before,
+    )
+    check_spec(gens, requirement, args.engine)
+    by_pass = _by_pass(plan, gens)
+    ids = [p.id for p in plan.prompts]
+    if golden is not None:
+        label = f"golden {golden.golden.path}"
+        side = {"engine": label, "variant": golden.golden.record.get("variant")}
+        ref = Reference(golden.expected, label, side, cold_compared=True)
+    else:
+        side = {"engine": args.engine, "variant": "cold pass", "identity": identity}
+        ref = Reference(by_pass[COLD], "cold pass", side, cold_compared=False)
+    shared = {
+        "identity": identity,
+        "requirement": requirement,
+        "settings": settings.to_json(),
+        "tokenizer": report_tokenizer(args, [args.engine]),
+    }
+    passes, reports = [], []
+    for name, pass_gens in by_pass.items():
+        row, written = _pass_row(args, name, pass_gens, ids, ref, shared)
+        passes.append(row)
+        reports += written
+    compared = [p for p in passes if p["equal"] is not None]
+    summary: dict[str, Any] = {
+        "verb": "warm",
+        "title": f"warm: {args.engine}, cold against its prefix cache",
+        "engine": args.engine,
+        "identity": identity,
+        "mode": "shared-prefix" if plan.prefix else "plain",
+        "reference": ref.label,
+        "settings": settings.to_json(),
+        "spec": spec_summary(gens, requirement),
+        "prefix_tokens": args.shared_prefix,
+        "prefix_alignment": alignment(args.shared_prefix) if args.shared_prefix else None,
+        "flush": flush.to_json(),
+        "primes": setup.primes,
+        "prompts": len(ids),
+        "compared": len(compared) * len(ids),
+        "equal": sum(p["equal"] for p in compared),
+        "differ": sum(p["differ"] for p in compared),
+        "warm_hits_min": min(p["hits_min"] for p in passes if p["name"] != COLD),
+        "passes": passes,
+        "hits": [
+            {
+                "prompt_id": prompt.id,
+                "prompt_tokens": _prompt_tokens(prompt, by_pass[COLD][k]),
+                **{name: cached_tokens(by_pass[name][k]) for name in by_pass},
+            }
+            for k, prompt in enumerate(plan.prompts)
+        ],
+        "refused": _refusals(by_pass, ids, flush),
+    }
+    markdown = args.out / "warm.md"
+    atomic_write_text(markdown, warm_markdown(summary))
+    summary["reports"] = [str(markdown), *reports]
+    if summary["refused"]:
+        raise WarmRefused(f"warm: refused: {' | '.join(summary['refused'])} (report: {markdown})")
+    emit(
+        summary,
+        args.json,
+        f"warm: {verdict_word(summary['differ'] == 0)}: {summary['equal']}/{summary['compared']} answers "
+        f"equal to the {ref.label} (passes {', '.join(p['name'] for p in compared)} of {len(ids)} "
+        f"prompts); every warm answer took {summary['warm_hits_min']} or more prompt tokens from the "
+        f"cache; report: {markdown}",
+    )
+    return 0 if summary["differ"] == 0 else 1
