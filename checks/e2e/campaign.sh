@@ -101,7 +101,7 @@ phases_long() {
   # their KV caches (2026-12-01, docs/evidence/long-context-h200-2026-12-01).
   "$py" bench/perf/run.py warm --work "$work" --server exact-spec --log "$res/warm/exact-spec.log" \
     --mem-fraction-static 0.5 --port 30030 > "$res/stream-warm.log" 2>&1 &
-  sleep 90
+  sleep "${CAMPAIGN_WARM_HEAD_START:-90}"  # seconds: its pools are allocated by then
   # The kernels this plan changes (attention, the unified extend kernel) and the GDN ones. The GEMM
   # dispatch checks need a DeepGEMM that works or none; deps/ holds sgl-deep-gemm 0.2.0, which fails on
   # this host's sm_90 with torch 2.11 (docs/e2e.md), so they run elsewhere (docs/kernels.md).

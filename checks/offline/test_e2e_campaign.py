@@ -103,3 +103,31 @@ def test_the_e2e_plan_records_alone_then_runs_four_streams(tmp_path: Path) -> No
     assert all("--mem-fraction-static 0.2" in c for c in streams)
     drift = next(c for c in streams if "goldens.py" in c)
     assert "check:stock=stock" in drift and "check:revert-0003=revert-0003" in drift
+
+
+def test_the_long_plan_benches_alone_checks_beside_the_warm_start_then_measures(tmp_path: Path) -> None:
+    repo, env = _setup(tmp_path)
+    env["CAMPAIGN_WARM_HEAD_START"] = "0"
+    assert _campaign(repo, env, "start", "abc1234", "long").returncode == 0
+    done = _campaign(repo, env, "wait", "60")
+    assert "CAMPAIGN DONE" in done.stdout, done.stdout + done.stderr
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert calls[0] == "bench/kernels/bench_attn_verify.py"  # phase K, alone
+    measures = [c for c in calls if "run.py measure" in c]
+    assert [c.split("--server ")[1].split()[0] for c in measures] == ["exact-spec", "exact-no-spec"]
+    assert calls[-2:] == measures  # phase P last, one server after the other
+    assert all("--prefill-prompt 0" in c for c in measures)
+    assert "--profile-prompt 2200,131072" in measures[1] and "--profile-prompt" not in measures[0]
+    side = calls[1:-2]  # phase C: the warm start, the checks, two battery streams, the golden check
+    warm = next(c for c in side if "run.py warm" in c)
+    assert "--server exact-spec" in warm and "--mem-fraction-static 0.5" in warm
+    checks = next(c for c in side if "-m pytest" in c)
+    assert "checks/gpu/test_attn_exact_verify.py checks/gpu/test_unified_extend.py" in checks
+    batteries = [c for c in side if "checks/e2e/batteries.py" in c]
+    assert len(batteries) == 2 and all("--mem-fraction-static 0.12" in c for c in batteries)
+    golden = next(c for c in side if "checks/e2e/goldens.py" in c)
+    parity = next(c for c in batteries if "gpu-parity-recipe" in c)
+    assert side.index(parity) < side.index(golden)  # one stream: the parity batteries, then the goldens
+    assert "check:new-kernels=patched" in golden and "--build-id abc1234" in golden
+    log = (tmp_path / "camp" / "campaign.log").read_text()
+    assert log.index("phase K") < log.index("phase C") < log.index("phase P") < log.index("done")
