@@ -24,8 +24,10 @@
   # SGLang site-packages tree (the directory holding sglang/). Null leaves the kernel check out.
   kernelPython ? null,
   sglangTree ? null,
-  # The repository's checks/ directory (for checks/gpu and checks/golden).
+  # The repository's checks/ directory (for checks/gpu and checks/golden), and the SGLang series
+  # (checks/gpu/prefill_harness.py takes 0006 off a copy of the tree's kernel for its reference).
   checksDir ? ../checks,
+  seriesDir ? ../patches/sglang,
   port ? 30000,
 }:
 let
@@ -158,6 +160,7 @@ let
       gcc
     ];
     BITEXACT_SGLANG_TREE = "${sglangTree}";
+    BITEXACT_SGLANG_SERIES = "${seriesDir}";
   };
   withKernels = kernelPython != null && sglangTree != null;
 

@@ -11,6 +11,7 @@ the same inputs. Import only after `sglang_tree.install`.
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,10 @@ from types import ModuleType
 
 import torch
 
-SERIES = Path(__file__).resolve().parents[2] / "patches" / "sglang"
+# The series: from the checkout, or where the Nix check puts it (its copy of checks/gpu has no ../patches).
+SERIES = Path(
+    os.environ.get("BITEXACT_SGLANG_SERIES") or Path(__file__).resolve().parents[2] / "patches" / "sglang"
+)
 UNIFIED_PATCH = SERIES / "0006-unified-extend-attention.patch"
 KERNEL = Path("kernels") / "ops" / "attention" / "extend_attention.py"
 
