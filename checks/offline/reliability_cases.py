@@ -157,7 +157,7 @@ def golden(edit: Callable[[dict], None] | None = None) -> Setup:
         from bitexact.prompts import parse_jsonl
 
         settings = Settings(max_new_tokens=4, top_logprobs=2)
-        plist = parse_jsonl(PROMPTS.splitlines(), "p.jsonl")
+        plist = parse_jsonl(PROMPTS, "p.jsonl")
         with CannedSGLang() as canned:  # its answers as the server would send them, without HTTP
             gens = [
                 parse_generate_output(p, canned.generate(request_fields(p, settings)), settings, "canned")
@@ -875,7 +875,7 @@ CASES: list[Case] = [
             *common,
         ),
         2,
-        r"a card slug is lowercase letters",
+        r"argument --card: '\.\./x': a name that becomes a file or folder name is lowercase letters",
         prompts,
         server="normal",
     ),
@@ -1110,7 +1110,7 @@ CASES: list[Case] = [
         "a history card slug with a path in it",
         ("history", "../h200", "--golden-dir", "{tmp}/g"),
         2,
-        r"card '../h200': a card slug is lowercase letters",
+        r"argument card: '\.\./h200': a name that becomes a file or folder name is lowercase letters",
     ),
     Case(
         "bx-history-diff",

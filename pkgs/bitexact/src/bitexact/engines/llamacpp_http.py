@@ -15,7 +15,9 @@ the prefix and computes that one position, as a decode step does), and a logit b
 token a complete character, so the server reports it. Its `top_logprobs` come from the raw logits before
 any sampler (`post_sampling_probs` off), so they are that position's distribution: its first entry must
 be the token the generation chose there (greedy), and its logprob is the one recorded. Probed positions
-are listed in the generation's `meta.probed_positions`. With one slot (`-np 1`) the probe's numbers are
+are listed in the generation's `meta.probed_positions`. An entry without alternatives (with a draft
+model this build gives `top_logprobs: []` at every position its speculative steps produced, on both
+endpoints) is probed the same way. With one slot (`-np 1`) the probe's numbers are
 the generation's own (the offline test shows it bit for bit where the server reports both); with a draft
 model the generation's verify steps may compute other bits than a one-token probe, which the probed
 positions then show as a difference.
@@ -182,9 +184,9 @@ class LlamaCppHttpEngine:
         probed: list[int] = []
         for position, token in enumerate(tokens):
             index = None if where_of is None else where_of[position]
-            if index is not None:
+            if index is not None and entries[index][2]:
                 _, logprob, top = entries[index]
-            else:
+            else:  # no entry, or one without alternatives (a position a draft model's step produced)
                 chosen, logprob, top = self._probe(prompt, tokens[:position], settings, where)
                 if chosen != token:
                     raise EngineError(
@@ -195,7 +197,10 @@ class LlamaCppHttpEngine:
                 probed.append(position)
             logprobs.append(logprob)
             tops.append(top[: settings.top_logprobs])
-        meta: dict[str, Any] = {"probed_positions": probed} if probed else {}
+        # llama.cpp's `stop_type`: "limit" (n_predict reached), "eos", "word" (a stop string), "none"
+        meta: dict[str, Any] = {"finish_reason": answer.get("stop_type")}
+        if probed:
+            meta["probed_positions"] = probed
         generation = Generation(prompt.id, tokens, logprobs, tops, meta=meta)
         generation.spec = spec_from_answer(answer)
         return generation
