@@ -5,6 +5,9 @@ misconfigured server sends, for the bad-input catalogue (reliability_cases.py) a
 
 Behaviours: `normal`; `nan` and `inf` (position 2 of every answer; written with Python's json, which
 writes the non-standard literals a server with broken numerics sends); `short` (half the tokens asked);
+`empty` (no tokens at all), `notop` (no top-k alternatives), `sometop` (alternatives at the first
+position only), `positive` (logprobs of +0.5: a probability above 1): answers that cannot be compared
+in full (bitexact/answers.py);
 `spec` (the same values, with the speculation counters SGLang adds to meta_info after verify steps);
 `drift` (`spec`, with the logprob at position 3 one float32 step away: a server whose bits moved).
 """
@@ -20,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "bitexact"))
 from bx_fake_servers import FakeServer  # noqa: E402
 
-BEHAVIOURS = ("normal", "nan", "inf", "short", "spec", "drift")
+BEHAVIOURS = ("normal", "nan", "inf", "short", "spec", "drift", "empty", "notop", "sometop", "positive")
 
 
 class CannedValues:
@@ -32,9 +35,9 @@ class CannedValues:
     def run(
         self, ids: list[int], new: int, k: int
     ) -> tuple[list[int], list[float], list[list[tuple[int, float]]]]:
-        count = max(1, new // 2) if self.behaviour == "short" else new
+        count = max(1, new // 2) if self.behaviour == "short" else 0 if self.behaviour == "empty" else new
         toks = [(sum(ids) + 7 * i) % 97 + 3 for i in range(count)]
-        logprobs = [-0.125 * (1 + i % 5) for i in range(count)]
+        logprobs = [(0.5 if self.behaviour == "positive" else -0.125 * (1 + i % 5)) for i in range(count)]
         if self.behaviour == "nan" and count > 2:
             logprobs[2] = float("nan")
         if self.behaviour == "inf" and count > 2:
@@ -42,6 +45,8 @@ class CannedValues:
         if self.behaviour == "drift" and count > 3:
             logprobs[3] += 2.0**-22  # -0.5 + 2**-22: the next float32 above -0.5
         top = [[(tok + j, lp - j) for j in range(k)] for tok, lp in zip(toks, logprobs, strict=True)]
+        if self.behaviour in ("notop", "sometop"):
+            top = top[:1] if self.behaviour == "sometop" else []
         return toks, logprobs, top
 
 

@@ -72,6 +72,7 @@ def run_case(case: Case, tmp: Path) -> Result:
         if server is not None:
             server.__enter__()
             values["url"] = server.url
+            values["port"] = server.url.rsplit(":", 1)[1]
         if "{busy_port}" in " ".join(case.argv):
             busy = subprocess.Popen([sys.executable, "-c", LISTENER], stdout=subprocess.PIPE, text=True)
             assert busy.stdout is not None
@@ -138,7 +139,12 @@ def table(rows: list[tuple[Case, str]]) -> list[str]:
     out = ["| case | bad input | command | message | exit |", "|---|---|---|---|---:|"]
     for case, message in rows:
         command = " ".join([COMMAND_NAMES[case.tool], *case.argv]).replace(str(REPO), ".")
-        for name, shown in (("{tmp}", "$TMP"), ("{url}", "http://127.0.0.1:PORT"), ("{busy_port}", "PORT")):
+        for name, shown in (
+            ("{tmp}", "$TMP"),
+            ("{url}", "http://127.0.0.1:PORT"),
+            ("{busy_port}", "PORT"),
+            ("{port}", "PORT"),
+        ):
             command = command.replace(name, shown)
         command = command.replace("|", "\\|")
         cells = [case.id, case.what, f"`{command}`", message.replace("|", "\\|"), str(case.exit)]

@@ -46,7 +46,7 @@ def incomplete(gen: Generation, settings: Settings) -> str | None:
     values are `non_finite`'s to name.)"""
     n, asked, k = len(gen.token_ids), settings.max_new_tokens, settings.top_logprobs
     if n == 0:
-        return "the answer holds no tokens (nothing of it could be compared)"
+        return "the answer holds no tokens"
     if n > asked:
         return f"the answer holds {n} tokens, more than the {asked} asked"
     if n < asked and not stopped(gen):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import shlex
 import sys
 import tempfile
 import traceback
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def crash_report(error: BaseException, out: Path | None) -> str:
+def crash_report(error: BaseException, out: Path | None, argv: list[str]) -> str:
     """Write the traceback of an error no check foresaw to a file (in --out where there is one, else the
     temporary directory) and say, in one line, what failed, where, and where the traceback is."""
     frames = traceback.extract_tb(error.__traceback__)
@@ -58,7 +59,9 @@ def crash_report(error: BaseException, out: Path | None) -> str:
     for folder in ([out] if out is not None and out.is_dir() else []) + [Path(tempfile.gettempdir())]:
         path = folder / f"bitexact-crash-{stamp}-{os.getpid()}.txt"
         try:
-            path.write_text(f"bitexact {__version__}: {' '.join(sys.argv)}\n{text}", encoding="utf-8")
+            path.write_text(
+                f"bitexact {__version__}: {shlex.join(['bitexact', *argv])}\n{text}", encoding="utf-8"
+            )
         except OSError:
             continue
         return (
@@ -91,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         print("bitexact: interrupted (exit 130)", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:
-        print(crash_report(exc, out), file=sys.stderr)
+        print(crash_report(exc, out, argv), file=sys.stderr)
         return 2
 
 

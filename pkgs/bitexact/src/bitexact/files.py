@@ -246,15 +246,15 @@ FILE_OPTIONS = {
 def distinct_roles(args: object) -> None:
     """UsageError when two of `args`' file options name one file (after links are followed), or one
     names the --out folder."""
-    seen: dict[Path, str] = {}
+    seen: dict[str, str] = {}
     out = getattr(args, "out", None)
     if out is not None:
-        seen[Path(out).resolve()] = "--out"
+        seen[os.path.realpath(out)] = "--out"  # realpath, not resolve(): a link loop is no crash here
     for dest, option in FILE_OPTIONS.items():
         value = getattr(args, dest, None)
         if value is None:
             continue
-        real = Path(value).resolve()
+        real = os.path.realpath(value)
         if real in seen:
             raise UsageError(
                 f"{option} {shown(value)} and {seen[real]} name the same file ({real}): one file cannot be "

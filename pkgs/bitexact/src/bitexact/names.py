@@ -5,6 +5,7 @@ another card's folder, or outside the golden directory."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -25,7 +26,7 @@ def checked_name(name: object, what: str) -> str:
 def inside(root: Path, path: Path, what: str) -> Path:
     """`path` after proving that it lies inside `root` once both are resolved (symbolic links followed),
     so that no name or link leads a write elsewhere."""
-    real_root, real = root.resolve(), path.resolve()
+    real_root, real = Path(os.path.realpath(root)), Path(os.path.realpath(path))  # no crash on a loop
     if real != real_root and real_root not in real.parents:
         raise UsageError(
             f"{what} {path} resolves to {real}, outside {real_root}: a symbolic link leads elsewhere; "

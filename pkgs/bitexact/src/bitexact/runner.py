@@ -50,10 +50,10 @@ def refusal(generation: Generation, settings: Settings) -> str | None:
     bad = problem(generation, settings)
     if bad is not None:
         return (
-            f"prompt {generation.prompt_id!r}: {bad}; an answer that cannot be compared in full would "
-            "count as equal on what little it holds, so nothing of this prompt is stored or recorded "
-            f"(asked: {settings.max_new_tokens} tokens, each with its logprob and the top "
-            f"{settings.top_logprobs} alternatives)"
+            f"prompt {generation.prompt_id!r}: {bad}; an answer not compared in full never counts as "
+            "equal, so nothing of this prompt is stored or recorded (asked: "
+            f"{settings.max_new_tokens} tokens, each with its logprob and the top-{settings.top_logprobs} "
+            "alternatives)"
         )
     return None
 

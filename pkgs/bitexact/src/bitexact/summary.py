@@ -22,12 +22,13 @@ def divergence_context(a: Generation, b: Generation, position: int, tokenizer: T
     }
 
 
-def compared(comps: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
+def compared(comps: list[dict[str, Any]], settings: dict[str, Any], unit: str = "prompt") -> dict[str, Any]:
     """What a verdict is over: the positions compared (every one holds a token id, a logprob and the
     requested top-k on both sides: answers.py refused any answer that does not), and whether the
     alternatives were compared by id or, where a server names them by text, by their logprobs only."""
     return {
-        "prompts": len(comps),
+        "answers": len(comps),  # pairs of answers compared: prompts (parity, golden check) or repeats
+        "unit": unit,
         "positions": sum(c["positions"] for c in comps),
         "top_k": settings["top_logprobs"],
         "alternatives": "logprobs" if any(c["alternatives_by_text"] for c in comps) else "ids and logprobs",

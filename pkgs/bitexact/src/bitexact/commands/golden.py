@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,7 @@ def golden_dir_of(args: argparse.Namespace) -> Path:
         return args.golden_dir
     recipe = args.recipe or env_value("BITEXACT_RECIPE")
     if recipe:
-        where = Path(recipe).resolve()
+        where = Path(os.path.realpath(recipe))  # realpath: a link loop is read (and named) later
         root = where.parents[2] if len(where.parents) > 2 else where.parent
         if (
             where.parent.name == "recipes"

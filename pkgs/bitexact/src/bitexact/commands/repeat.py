@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         "batch": args.batch,
         "settings": settings.to_json(),
         "compared": sum(r["compared"] for r in per_prompt),
-        "compared_values": compared(all_comps, settings.to_json()),
+        "compared_values": compared(all_comps, settings.to_json(), unit="repeat"),
         "divergent": sum(r["divergent"] for r in per_prompt),
         "token_divergent": sum(r["token_divergent"] for r in per_prompt),
         "per_prompt": per_prompt,

@@ -52,6 +52,6 @@ def same_engine(
         if started_a is not None and started_b is not None:
             keep = lambda ident: {k: v for k, v in ident.items() if k not in WHERE}  # noqa: E731
             same = started_a == started_b and keep(ident_a) == keep(ident_b)
-            return f"one server: the same identity, started at {started_a}" if same else None
+            return "one server: the same identity and the same start time" if same else None
     shared = sorted(_addresses(a) & _addresses(b))
     return f"one address, {shared[0][0]} port {shared[0][1]}" if shared else None

@@ -52,4 +52,7 @@ def compared_text(compared: dict[str, Any]) -> str:
         else f"every token id and logprob, and the logprobs of the {top} alternatives (the server names "
         "them by text, so their ids were not compared)"
     )
-    return f"{what} at {compared['positions']} positions of {compared['prompts']} prompts"
+    prompts = f"{compared['answers']} {compared['unit']}{'s' if compared['answers'] != 1 else ''}"
+    return (
+        f"{what} at {compared['positions']} position{'s' if compared['positions'] != 1 else ''} of {prompts}"
+    )
