@@ -116,6 +116,20 @@ def prompt_id(value: Any, where: str) -> str:
         raise UsageError(f"{where}: 'id' is {json.dumps(value)}; give a non-empty string or a whole number")
     if any(unicodedata.category(c) == "Cc" for c in value):
         raise UsageError(f"{where}: 'id' {value!r} holds a control character; give a printable id")
+    return text_of(value, "'id'", where)
+
+
+def text_of(value: str, what: str, where: str) -> str:
+    """`value` if it is text: JSON's \\u escapes can name a lone surrogate (\\ud800), which no UTF-8
+    text holds, no tokenizer reads and no report can write."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        bad = value[error.start]
+        raise UsageError(
+            f"{where}: {what} holds a lone surrogate (\\u{ord(bad):04x}, half of a UTF-16 pair), which is "
+            "not text; write the character whole"
+        ) from None
     return value
 
 
@@ -152,7 +166,7 @@ def parse_prompt(data: Any, where: str) -> Prompt:
     text = data["text"]
     if not isinstance(text, str) or not text:
         raise UsageError(f"{where}: 'text' of {pid!r} must be a non-empty string")
-    return Prompt(id=pid, text=text)
+    return Prompt(id=pid, text=text_of(text, f"'text' of {pid!r}", where))
 
 
 def parse_jsonl(text: str, source: str) -> list[Prompt]:

@@ -39,6 +39,7 @@ from bitexact.engines.http import HttpClient
 from bitexact.engines.openai_identity import PROPS_KEYS
 from bitexact.engines.openai_spec import spec_from_answer
 from bitexact.engines.spec import EngineSpec
+from bitexact.engines.values import logprob, token_id
 from bitexact.errors import EngineError
 from bitexact.generation import Generation, TopEntry
 from bitexact.prompts import Prompt
@@ -61,13 +62,24 @@ def generation_request(prompt: Prompt, settings: Settings) -> dict[str, Any]:
 
 
 def _entry(raw: Any, where: str) -> tuple[int, float, list[TopEntry]]:
-    try:
-        top = [(int(t["id"]), float(t["logprob"])) for t in raw.get("top_logprobs") or []]
-        return int(raw["id"]), float(raw["logprob"]), top
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise EngineError(
-            f"{where}: a completion_probabilities entry is not {{id, logprob, top_logprobs}}"
-        ) from None
+    alternatives = raw.get("top_logprobs") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict) or not isinstance(alternatives or [], list):
+        raise EngineError(f"{where}: a completion_probabilities entry is not {{id, logprob, top_logprobs}}")
+    top = []
+    for alt in alternatives or []:
+        if not isinstance(alt, dict):
+            raise EngineError(f"{where}: a top_logprobs entry is {str(alt)[:60]!r}, not {{id, logprob}}")
+        top.append(
+            (
+                token_id(alt.get("id"), "a top_logprobs id", where),
+                logprob(alt.get("logprob"), "a top logprob", where),
+            )
+        )
+    return (
+        token_id(raw.get("id"), "an entry's id", where),
+        logprob(raw.get("logprob"), "an entry's logprob", where),
+        top,
+    )
 
 
 def align(tokens: list[int], entry_ids: list[int]) -> list[int | None] | None:
@@ -171,7 +183,7 @@ class LlamaCppHttpEngine:
             raise EngineError(
                 f"{where}: no `tokens` for {prompt.id!r} (a llama.cpp server too old for return_tokens?)"
             )
-        tokens = [int(t) for t in answer["tokens"]]
+        tokens = [token_id(t, f"tokens[{i}]", where) for i, t in enumerate(answer["tokens"])]
         entries = [_entry(e, where) for e in answer.get("completion_probabilities") or []]
         try:
             where_of = align(tokens, [e[0] for e in entries])
