@@ -43,6 +43,7 @@ let
     "gguf"
     "httpx"
     "huggingface-hub"
+    "hypothesis"
     "numpy"
     "nvidia-ml-py"
     "packaging"

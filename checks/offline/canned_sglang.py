@@ -7,7 +7,8 @@ Behaviours: `normal`; `nan` and `inf` (position 2 of every answer; written with 
 writes the non-standard literals a server with broken numerics sends); `short` (half the tokens asked);
 `empty` (no tokens at all), `notop` (no top-k alternatives), `sometop` (alternatives at the first
 position only), `positive` (logprobs of +0.5: a probability above 1): answers that cannot be compared
-in full (bitexact/answers.py);
+in full (bitexact/answers.py); `shapeless` (the first `output_token_logprobs` entry an object, not a
+`(logprob, token_id, text)` triple: what the fuzzer, test_bitexact_fuzz.py, first sent);
 `spec` (the same values, with the speculation counters SGLang adds to meta_info after verify steps);
 `drift` (`spec`, with the logprob at position 3 one float32 step away: a server whose bits moved).
 """
@@ -19,11 +20,14 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "bitexact"))
 from bx_fake_servers import FakeServer  # noqa: E402
 
-BEHAVIOURS = ("normal", "nan", "inf", "short", "spec", "drift", "empty", "notop", "sometop", "positive")
+BEHAVIOURS = (
+    "normal", "nan", "inf", "short", "spec", "drift", "empty", "notop", "sometop", "positive", "shapeless"
+)  # fmt: skip
 
 
 class CannedValues:
@@ -60,6 +64,13 @@ class CannedSGLang(FakeServer):
         super().__init__(
             CannedValues(behaviour), spec=spec, port=port, server_args={"model_path": model_path}
         )  # type: ignore[arg-type]
+
+    def generate(self, body: dict[str, Any]) -> dict[str, Any]:
+        answer = super().generate(body)
+        entries = answer["meta_info"].get("output_token_logprobs")
+        if self.backend.behaviour == "shapeless" and entries:  # type: ignore[attr-defined]
+            entries[0] = {}
+        return answer
 
     @property
     def url(self) -> str:

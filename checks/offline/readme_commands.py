@@ -152,6 +152,8 @@ def check_bitexact(args: list[str], flake: Flake) -> list[str]:
     from bitexact.errors import UsageError
 
     problems: list[str] = []  # the parser itself refuses an option given twice or abbreviated
+    # A placeholder (`<card>`) stands for the reader's own value: parsed as one that is valid.
+    args = ["placeholder" if re.fullmatch(r"<[a-z_-]+>", a) else a for a in args]
     parsed: list[argparse.Namespace] = []
     problem = _argparse_problem(lambda: parsed.append(build_parser().parse_args(args)))
     if problem:

@@ -1604,6 +1604,27 @@ CASES: list[Case] = [
         write("r.json", RECIPE.read_text()),
         env={"BITEXACT_RECIPE": "{tmp}/r.json\r"},
     ),
+    # bitexact, issue 28: what the fuzzer (checks/offline/bitexact/test_bitexact_fuzz.py) found
+    Case(
+        "bx-fuzz-prompt-surrogate",
+        "bitexact",
+        "a prompt text holding a lone surrogate (a valid JSON escape, not text)",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"p.jsonl:1: 'text' of 'a' holds a lone surrogate \(\\ud800, half of a UTF-16 pair\), which is not "
+        r"text",
+        write("p.jsonl", '{"id": "a", "text": "\\ud800"}\n'),
+    ),
+    Case(
+        "bx-fuzz-answer-entry",
+        "bitexact",
+        "a server answer whose logprob entry is an object, not a (logprob, id, text) triple",
+        ("repeat", "sglang+{url}", "-n", "2", "-b", "1", *common),
+        2,
+        r"output_token_logprobs\[0\] is '\{\}', not \(logprob, token_id, text\)",
+        prompts,
+        server="shapeless",
+    ),
     # pinlock
     Case("pl-command", "pinlock", "an unknown command", ("pin",), 2, r"invalid choice: 'pin'"),
     Case(

@@ -70,7 +70,7 @@ def test_verdict_on_stdout_without_json(backend, prompt_file, tmp_path, capsys):
         assert out.startswith(
             "parity: EQUAL (the same engine on both sides: a repeat check, not parity): 2/2 prompts equal "
             "(0 differ in token ids); compared: every token id, logprob and top-5 alternative (id and "
-            "logprob) at 6 positions of 2 repeats; report: "
+            "logprob) at 6 positions of 2 prompts; report: "
         )
         assert out.rstrip().endswith("parity.html")
         # one server asked two ways (the GPU battery gpu-parity-inflight-8) is a batching check: allowed
