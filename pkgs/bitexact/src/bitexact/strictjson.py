@@ -7,6 +7,7 @@ inside a string, so a valid line holding one would be read as two broken ones.""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 
@@ -18,13 +19,21 @@ def _no_constant(name: str) -> Any:
     raise StrictJSONError(f"non-standard JSON constant {name} (a number that is not finite)")
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique(pairs: list[tuple[str, Any]], twice: Callable[[str], Exception]) -> dict[str, Any]:
+    """`pairs` as a dict; `twice(key)` is raised for a key given twice (a dict would keep the last)."""
     found: dict[str, Any] = {}
     for key, value in pairs:
         if key in found:
-            raise StrictJSONError(f"the key {key!r} is given twice in one object (which one is meant?)")
+            raise twice(key)
         found[key] = value
     return found
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    return unique(
+        pairs,
+        lambda key: StrictJSONError(f"the key {key!r} is given twice in one object (which one is meant?)"),
+    )
 
 
 def loads(text: str | bytes) -> Any:

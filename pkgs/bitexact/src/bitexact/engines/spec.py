@@ -8,6 +8,7 @@ from typing import TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from bitexact.errors import UsageError
+from bitexact.strictjson import unique
 
 N = TypeVar("N", int, float)
 
@@ -84,12 +85,7 @@ class EngineSpec:
 
 def _query(raw: str, query: str) -> dict[str, str]:
     pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=False)
-    params: dict[str, str] = {}
-    for key, value in pairs:
-        if key in params:
-            raise UsageError(f"engine {raw!r}: option {key!r} given twice")
-        params[key] = value
-    return params
+    return unique(pairs, lambda key: UsageError(f"engine {raw!r}: option {key!r} given twice"))
 
 
 def parse_engine(raw: str) -> EngineSpec:
