@@ -74,8 +74,9 @@ class StrictParser(argparse.ArgumentParser):
         return parsed
 
 
-def count(minimum: int, maximum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number from minimum to maximum (else a usage error, exit 2)."""
+def count(minimum: int, maximum: int = MAX_PROMPTS) -> Callable[[str], int]:
+    """An argparse type: a whole number from minimum to maximum (else a usage error, exit 2); a count
+    without a bound of its own is still bounded (by a billion)."""
 
     def parse(text: str) -> int:
         try:
@@ -94,7 +95,7 @@ def count(minimum: int, maximum: int) -> Callable[[str], int]:
     return parse
 
 
-def parse_lengths(text: str, maximum: int) -> list[int]:
+def parse_lengths(text: str, maximum: int = MAX_TOKENS) -> list[int]:
     """Comma-separated prompt lengths in tokens ("640,2200,128k"; k = 1024): each a whole number from 1 to
     `maximum`. A fraction of a token, an infinity or a NaN is not a length (UsageError)."""
     from bitexact.errors import UsageError
