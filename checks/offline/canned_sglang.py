@@ -5,6 +5,10 @@ misconfigured server sends, for the bad-input catalogue (reliability_cases.py) a
 
 Behaviours: `normal`; `nan` and `inf` (position 2 of every answer; written with Python's json, which
 writes the non-standard literals a server with broken numerics sends); `short` (half the tokens asked);
+`empty` (no tokens at all), `notop` (no top-k alternatives), `sometop` (alternatives at the first
+position only), `positive` (logprobs of +0.5: a probability above 1): answers that cannot be compared
+in full (bitexact/answers.py); `shapeless` (the first `output_token_logprobs` entry an object, not a
+`(logprob, token_id, text)` triple: what the fuzzer, test_bitexact_fuzz.py, first sent);
 `spec` (the same values, with the speculation counters SGLang adds to meta_info after verify steps);
 `drift` (`spec`, with the logprob at position 3 one float32 step away: a server whose bits moved).
 With the radix cache on (`spec`'s counters too, as the recipe's `radix` variant speculates): `radix`
@@ -21,23 +25,15 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "bitexact"))
 from bx_fake_servers import FakeServer  # noqa: E402
 
 BEHAVIOURS = (
-    "normal",
-    "nan",
-    "inf",
-    "short",
-    "spec",
-    "drift",
-    "radix",
-    "radix-drift",
-    "radix-never-hits",
-    "radix-no-flush",
-    "radix-hybrid",
-)
+    "normal", "nan", "inf", "short", "spec", "drift", "empty", "notop", "sometop", "positive", "shapeless",
+    "radix", "radix-drift", "radix-never-hits", "radix-no-flush", "radix-hybrid",
+)  # fmt: skip
 # behaviour -> FakeServer's prefix-cache options
 RADIX: dict[str, dict[str, object]] = {
     "radix": {"prefix_cache": "on"},
@@ -57,9 +53,9 @@ class CannedValues:
     def run(
         self, ids: list[int], new: int, k: int
     ) -> tuple[list[int], list[float], list[list[tuple[int, float]]]]:
-        count = max(1, new // 2) if self.behaviour == "short" else new
+        count = max(1, new // 2) if self.behaviour == "short" else 0 if self.behaviour == "empty" else new
         toks = [(sum(ids) + 7 * i) % 97 + 3 for i in range(count)]
-        logprobs = [-0.125 * (1 + i % 5) for i in range(count)]
+        logprobs = [(0.5 if self.behaviour == "positive" else -0.125 * (1 + i % 5)) for i in range(count)]
         if self.behaviour == "nan" and count > 2:
             logprobs[2] = float("nan")
         if self.behaviour == "inf" and count > 2:
@@ -67,6 +63,8 @@ class CannedValues:
         if self.behaviour == "drift" and count > 3:
             logprobs[3] += 2.0**-22  # -0.5 + 2**-22: the next float32 above -0.5
         top = [[(tok + j, lp - j) for j in range(k)] for tok, lp in zip(toks, logprobs, strict=True)]
+        if self.behaviour in ("notop", "sometop"):
+            top = top[:1] if self.behaviour == "sometop" else []
         return toks, logprobs, top
 
 
@@ -91,6 +89,13 @@ class CannedSGLang(FakeServer):
             server_args={"model_path": model_path},
             **{**RADIX.get(behaviour, {}), **cache},  # type: ignore[arg-type]
         )
+
+    def generate(self, body: dict[str, Any]) -> dict[str, Any]:
+        answer = super().generate(body)
+        entries = answer["meta_info"].get("output_token_logprobs")
+        if self.backend.behaviour == "shapeless" and entries:  # type: ignore[attr-defined]
+            entries[0] = {}
+        return answer
 
     @property
     def url(self) -> str:
