@@ -15,7 +15,8 @@ With the radix cache on (`spec`'s counters too, as the recipe's `radix` variant 
 (answers from the cache equal those computed afresh), `radix-drift` (an answer that took tokens from the
 cache has one logprob a float32 step off), `radix-never-hits` (the cache on by its args, no hit ever
 reported), `radix-no-flush` (`radix` without `/flush_cache`: 404), `radix-hybrid` (the cache as SGLang
-keeps a hybrid model's recurrent state: reused only where a state was kept).
+keeps a hybrid model's recurrent state: reused only where a state was kept), `radix-empty` (`radix`,
+answering 0 tokens), `radix-bad-count` (`radix`, reporting -1 cached prompt tokens: a count that is none).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from bx_fake_servers import FakeServer  # noqa: E402
 
 BEHAVIOURS = (
     "normal", "nan", "inf", "short", "spec", "drift", "empty", "notop", "sometop", "positive", "shapeless",
-    "radix", "radix-drift", "radix-never-hits", "radix-no-flush", "radix-hybrid",
+    "radix", "radix-drift", "radix-never-hits", "radix-no-flush", "radix-hybrid", "radix-empty",
+    "radix-bad-count",
 )  # fmt: skip
 # behaviour -> FakeServer's prefix-cache options
 RADIX: dict[str, dict[str, object]] = {
@@ -41,6 +43,8 @@ RADIX: dict[str, dict[str, object]] = {
     "radix-never-hits": {"prefix_cache": "never-hits"},
     "radix-no-flush": {"prefix_cache": "on", "flush": "absent"},
     "radix-hybrid": {"prefix_cache": "hybrid"},
+    "radix-empty": {"prefix_cache": "on"},
+    "radix-bad-count": {"prefix_cache": "on"},
 }
 
 
@@ -53,7 +57,9 @@ class CannedValues:
     def run(
         self, ids: list[int], new: int, k: int
     ) -> tuple[list[int], list[float], list[list[tuple[int, float]]]]:
-        count = max(1, new // 2) if self.behaviour == "short" else 0 if self.behaviour == "empty" else new
+        count = (
+            max(1, new // 2) if self.behaviour == "short" else 0 if self.behaviour.endswith("empty") else new
+        )
         toks = [(sum(ids) + 7 * i) % 97 + 3 for i in range(count)]
         logprobs = [(0.5 if self.behaviour == "positive" else -0.125 * (1 + i % 5)) for i in range(count)]
         if self.behaviour == "nan" and count > 2:
@@ -93,8 +99,11 @@ class CannedSGLang(FakeServer):
     def generate(self, body: dict[str, Any]) -> dict[str, Any]:
         answer = super().generate(body)
         entries = answer["meta_info"].get("output_token_logprobs")
-        if self.backend.behaviour == "shapeless" and entries:  # type: ignore[attr-defined]
+        behaviour = self.backend.behaviour  # type: ignore[attr-defined]
+        if behaviour == "shapeless" and entries:
             entries[0] = {}
+        if behaviour == "radix-bad-count":
+            answer["meta_info"]["cached_tokens"] = -1
         return answer
 
     @property

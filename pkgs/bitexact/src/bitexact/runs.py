@@ -4,8 +4,9 @@ transport options), and another command of that verb is refused there, before an
 reports would replace the first one's, and a resume with other settings (`repeat -n 2`, then `-n 3`)
 would reuse rows made in other company. Verbs write files of their own (parity `A-*`, `B-*` and
 `parity*`, repeat `repeat*`, golden record `golden*`, golden check `check-*` and `golden-check*`, bench
-`bench*`, history `history-*`), so a record and a check of it may share one --out. `--force` moves what
---out holds aside (into `<out>/replaced/`, never deleted) and starts the new run.
+`bench*`, history `history-*`, warm `warm*`), so a record, a check of it and a warm run against it
+may share one --out. `--force` moves what --out holds aside (into `<out>/replaced/`, never deleted) and
+starts the new run.
 
 Without --out, each command gets its own folder, `bitexact-out/<verb>-<digest of the command>`: the same
 command again finds its results there and resumes, another command never meets them."""
