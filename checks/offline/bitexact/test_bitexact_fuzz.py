@@ -12,8 +12,8 @@ server whose answers are drawn (bx_fuzz_servers.py). What must hold for every on
 - a prompt file is accepted exactly when it is one by the JSON Lines format and the prompt schema
   (this file's own reading again); a golden edited in any way is never passed.
 
-Profiles (BITEXACT_FUZZ_PROFILE): `ci` (the default: seeded, a bounded number of examples, a few
-minutes in all; what the offline suite runs) and `long` (by hand, unseeded, many more examples):
+Settings: fuzz_settings.py, as for the other fuzzers (BITEXACT_FUZZ_PROFILE: `ci`, the default, seeded
+and bounded, what the offline suite runs; `long` by hand, unseeded, 25 times the examples):
 
     BITEXACT_FUZZ_PROFILE=long .venv/bin/python -m pytest --rootdir . -p no:cacheprovider \\
         --import-mode=importlib -q --hypothesis-show-statistics checks/offline/bitexact/test_bitexact_fuzz.py
@@ -37,30 +37,12 @@ from typing import Any
 import pytest
 from bitexact.cli import main
 from bx_fuzz_servers import ScriptedSGLang
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from canned_sglang import CannedSGLang  # noqa: E402
-
-settings.register_profile(
-    "ci",
-    max_examples=int(os.environ.get("BITEXACT_FUZZ_EXAMPLES", "400")),
-    derandomize=True,  # seeded: the same examples on every run, so CI is repeatable
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    print_blob=True,
-)
-settings.register_profile(
-    "long",
-    max_examples=int(os.environ.get("BITEXACT_FUZZ_EXAMPLES", "3000")),
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    print_blob=True,
-)
-settings.load_profile(os.environ.get("BITEXACT_FUZZ_PROFILE", "ci"))
+from fuzz_settings import fuzz  # noqa: E402
 
 EXITS = {0, 1, 2, 130}
 NEW, TOP = 4, 2  # what every run asks: few tokens, so an example takes milliseconds
@@ -90,9 +72,8 @@ def cli(argv: list[str], cwd: Path) -> tuple[int, str, str]:
 
 def sound(code: int, stderr: str) -> None:
     """The first invariant: a known exit code, and nothing bitexact did not foresee."""
-    event(
-        f"exit {code}"
-    )  # --hypothesis-show-statistics counts them    assert code in EXITS, f"exit {code}\n{stderr}"
+    event(f"exit {code}")  # --hypothesis-show-statistics counts them
+    assert code in EXITS, f"exit {code}\n{stderr}"
     assert "Traceback" not in stderr, stderr
     assert "internal error" not in stderr, stderr
 
@@ -122,6 +103,13 @@ def scratch() -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def canned() -> Iterator[CannedSGLang]:
     with CannedSGLang("normal") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def radix() -> Iterator[CannedSGLang]:
+    """The canned values with a prefix cache (answers from it equal those computed afresh): for `warm`."""
+    with CannedSGLang("radix") as server:
         yield server
 
 
@@ -276,6 +264,7 @@ def prompt_file(draw: st.DrawFn) -> bytes:
     return "".join(draw(prompt_line(i)) + draw(separators) for i in range(count)).encode()
 
 
+@fuzz(examples=400)
 @given(data=prompt_file())
 def test_a_prompt_file_is_read_as_its_format_defines_it(canned, data):
     with scratch() as root:
@@ -327,7 +316,7 @@ def edited_golden(draw: st.DrawFn, original: bytes) -> bytes:
     return json.dumps(record, indent=draw(st.sampled_from([None, 1]))).encode()
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@fuzz(examples=400)
 @given(data=st.data())
 def test_an_edited_golden_never_passes_and_is_never_changed(canned, golden_bytes, data):
     edited = data.draw(edited_golden(golden_bytes))
@@ -372,6 +361,7 @@ def history_line(draw: st.DrawFn) -> str:
     return json.dumps(line)
 
 
+@fuzz(examples=400)
 @given(lines=st.lists(history_line(), max_size=5), torn=st.booleans(), diff=st.booleans())
 def test_history_lines_of_any_shape_are_never_fatal(lines, torn, diff):
     with scratch() as root:
@@ -432,6 +422,10 @@ def drawn_answer(draw: st.DrawFn) -> Any:
         "output_token_logprobs": entries,
         "output_top_logprobs": tops,
     }
+    if rare():  # a count of cached prompt tokens of its own (else the server's cache gives one)
+        meta["cached_tokens"] = draw(
+            st.one_of(st.integers(-2, 6), st.booleans(), st.none(), st.text(max_size=2))
+        )
     if rare():
         del meta[draw(st.sampled_from(sorted(meta)))]
     answer: dict[str, Any] = {"text": "", "output_ids": list(toks), "meta_info": meta}
@@ -484,9 +478,23 @@ def comparable(body: dict[str, Any], answer: Any) -> bool:
     return True
 
 
-VERBS = ("parity", "repeat", "record-check")
+VERBS = ("parity", "repeat", "record-check", "warm")
 
 
+def _as_asked(body: dict[str, Any]) -> dict[str, Any]:
+    """A request as the test judges its answer: `warm`'s fills (one new token, never compared) as if
+    they asked what every compared request asks, so that a whole drawn answer counts as whole."""
+    params = body["sampling_params"]
+    return {**body, "sampling_params": {**params, "max_new_tokens": NEW}}
+
+
+def _own_count(answer: Any) -> bool:
+    """A drawn answer that holds its own count of cached prompt tokens (a warm pass may refuse it)."""
+    meta = answer.get("meta_info") if isinstance(answer, dict) else None
+    return isinstance(meta, dict) and "cached_tokens" in meta
+
+
+@fuzz(examples=400)
 @given(
     verb=st.sampled_from(VERBS),
     first=st.lists(drawn_answer(), min_size=1, max_size=4),
@@ -500,7 +508,9 @@ def test_equal_only_when_every_position_was_compared(scripted, verb, first, seco
         (root / "p.jsonl").write_text(PROMPTS)
         common = ["--prompts", "p.jsonl", *SETTINGS]
         scripted.play(first if verb == "repeat" and second is None else script)
-        if verb == "parity":
+        if verb == "warm":  # per prompt: a flush, the cold answer, a fill (not compared), the warm one
+            code, out, err = cli(["warm", engine, *common, "--out", "o"], root)
+        elif verb == "parity":
             code, out, err = cli(
                 ["parity", engine, engine, "--allow-same-engine", *common, "--out", "o"], root
             )
@@ -514,13 +524,16 @@ def test_equal_only_when_every_position_was_compared(scripted, verb, first, seco
                 code, out, err = cli(["golden", "check", engine, *key], root)
         sound(code, err)
         sent = list(scripted.sent)
-        every = all(comparable(body, answer) for body, answer in sent)
-        event("every answer comparable" if every else "some answer not comparable")
+        fill = [body["sampling_params"]["max_new_tokens"] == 1 for body, _ in sent]  # warm's fills
+        every = all(comparable(body, answer) for (body, answer), f in zip(sent, fill, strict=True) if not f)
+        event(f"{verb}: every answer comparable" if every else f"{verb}: some answer not comparable")
+        event(f"{verb}: exit {code}")
         if code in (0, 1):  # a verdict, EQUAL or not, only on answers compared in full
             assert every, f"exit {code} ({out.strip()}) after answers that cannot be compared in full: {sent}"
         if code == 0:
             assert "EQUAL" in out or "REPEATABLE" in out
-        if every and sent:
+        whole = all(comparable(_as_asked(body), answer) for body, answer in sent)
+        if whole and sent and not (verb == "warm" and any(_own_count(a) for _, a in sent)):
             assert code in (0, 1), f"complete answers refused (exit {code}):\n{err}\n{sent}"
 
 
@@ -532,6 +545,7 @@ OPTIONS = [
     "--recipe", "--spec-a", "--inflight-a", "--name", "--allow-same-engine", "--card", "--recipe-name",
     "--variant", "--golden-dir", "--golden", "--history", "--no-history", "--inflight", "--new-card",
     "--lengths", "--new-tokens", "--warmup", "--runs", "--diff", "--max-new", "--rep", "--build-info",
+    "--warm-passes", "--shared-prefix", "--spec", "--warm-pass",
 ]  # fmt: skip
 FLAGS = {"--json", "--force", "--allow-same-engine", "--no-history", "--new-card"}
 value = st.one_of(
@@ -573,8 +587,9 @@ value = st.one_of(
 )
 
 
-def bases(url: str) -> list[list[str]]:
-    """One command that runs to a verdict per verb (the golden dir holds golden `r` of card h200)."""
+def bases(url: str, radix: str) -> list[list[str]]:
+    """One command that runs to a verdict per verb (the golden dir holds golden `r` of card h200);
+    `warm` against `radix`, a server with a prefix cache, alone and against the golden."""
     engine, common = f"sglang+{url}", ["--prompts", "p.jsonl", *SETTINGS]
     key = ["--card", "h200", "--golden-dir", "g"]
     return [
@@ -584,14 +599,16 @@ def bases(url: str) -> list[list[str]]:
         ["golden", "check", engine, "--recipe-name", "r", *key],
         ["bench", engine, "--lengths", "8", "--vocab-size", "50", "--new-tokens", "4", "--warmup", "0"],
         ["history", "h200", "--golden-dir", "g"],
+        ["warm", f"sglang+{radix}", "--warm-passes", "2", "--inflight", "2", *common],
+        ["warm", f"sglang+{radix}", "--recipe-name", "r", *key],
     ]
 
 
 @st.composite
-def command_line(draw: st.DrawFn, url: str) -> list[str]:
+def command_line(draw: st.DrawFn, url: str, radix: str) -> list[str]:
     """A command that runs, with up to four edits: an option added (any value), a value replaced, a word
     dropped, an option given twice, an option abbreviated, the engine replaced."""
-    argv = list(draw(st.sampled_from(bases(url))))
+    argv = list(draw(st.sampled_from(bases(url, radix))))
     if draw(st.booleans()):
         argv += ["--out", "o"]
     port = url.rsplit(":", 1)[1]
@@ -617,9 +634,10 @@ def command_line(draw: st.DrawFn, url: str) -> list[str]:
     return argv
 
 
+@fuzz(examples=400)
 @given(data=st.data())
-def test_any_command_line_ends_in_a_verdict_or_a_clear_refusal(canned, golden_bytes, data):
-    argv = data.draw(command_line(canned.url))
+def test_any_command_line_ends_in_a_verdict_or_a_clear_refusal(canned, radix, golden_bytes, data):
+    argv = data.draw(command_line(canned.url, radix.url))
     with scratch() as root:
         (root / "p.jsonl").write_text(PROMPTS)
         (root / "g" / "h200").mkdir(parents=True)
@@ -629,6 +647,8 @@ def test_any_command_line_ends_in_a_verdict_or_a_clear_refusal(canned, golden_by
         before = tree(root, outs)
         code, _, err = cli(argv, root)
         sound(code, err)
+        verbs = ("parity", "repeat", "golden", "bench", "history", "warm")
+        event(f"{argv[0] if argv and argv[0] in verbs else 'no verb'}: exit {code}")
         after = tree(root, outs)
         for name in sorted(set(before) | set(after)):
             if before.get(name) != after.get(name):
