@@ -8,6 +8,8 @@ let
     name = "python-offline-tests-source";
     include = [
       "checks/conftest.py"
+      "checks/golden/h200/e2e-tiny-hybrid.json"
+      "checks/golden/h200/e2e-tiny-hybrid-long.json"
       "checks/offline"
       "pkgs/bitexact/src"
       "checks/e2e"
@@ -20,8 +22,10 @@ let
       "docs/evidence/e2e-h200-2026-11-30/patched/server-no-spec.head.log"
       "docs/evidence/e2e-h200-2026-11-30/patched/server-recipe.head.log"
       "docs/evidence/exact-gemm-h200-2026-12-01/exact-gemm-sm90-132sm-60mib.json"
+      "docs/evidence/long-context-h200-2026-12-01"
       "docs/evidence/perf-h200-2026-11-30"
       "docs/evidence/perf-h200-2026-12-01"
+      "docs/evidence/perf-h200-2026-12-01-long-context"
       "docs/evidence/perf-h200-2026-12-01-shipped-rule"
       "docs/evidence/smallm-h200-2026-11-30/smallm-sm90-132sm-60mib.json"
       "docs/kernels.md"

@@ -5,13 +5,18 @@ misconfigured server sends, for the bad-input catalogue (reliability_cases.py) a
 
 Behaviours: `normal`; `nan` and `inf` (position 2 of every answer; written with Python's json, which
 writes the non-standard literals a server with broken numerics sends); `short` (half the tokens asked);
+`empty` (no tokens at all), `notop` (no top-k alternatives), `sometop` (alternatives at the first
+position only), `positive` (logprobs of +0.5: a probability above 1): answers that cannot be compared
+in full (bitexact/answers.py); `shapeless` (the first `output_token_logprobs` entry an object, not a
+`(logprob, token_id, text)` triple: what the fuzzer, test_bitexact_fuzz.py, first sent);
 `spec` (the same values, with the speculation counters SGLang adds to meta_info after verify steps);
 `drift` (`spec`, with the logprob at position 3 one float32 step away: a server whose bits moved).
 With the radix cache on (`spec`'s counters too, as the recipe's `radix` variant speculates): `radix`
 (answers from the cache equal those computed afresh), `radix-drift` (an answer that took tokens from the
 cache has one logprob a float32 step off), `radix-never-hits` (the cache on by its args, no hit ever
 reported), `radix-no-flush` (`radix` without `/flush_cache`: 404), `radix-hybrid` (the cache as SGLang
-keeps a hybrid model's recurrent state: reused only where a state was kept).
+keeps a hybrid model's recurrent state: reused only where a state was kept), `radix-empty` (`radix`,
+answering 0 tokens), `radix-bad-count` (`radix`, reporting -1 cached prompt tokens: a count that is none).
 """
 
 from __future__ import annotations
@@ -21,23 +26,16 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "bitexact"))
 from bx_fake_servers import FakeServer  # noqa: E402
 
 BEHAVIOURS = (
-    "normal",
-    "nan",
-    "inf",
-    "short",
-    "spec",
-    "drift",
-    "radix",
-    "radix-drift",
-    "radix-never-hits",
-    "radix-no-flush",
-    "radix-hybrid",
-)
+    "normal", "nan", "inf", "short", "spec", "drift", "empty", "notop", "sometop", "positive", "shapeless",
+    "radix", "radix-drift", "radix-never-hits", "radix-no-flush", "radix-hybrid", "radix-empty",
+    "radix-bad-count",
+)  # fmt: skip
 # behaviour -> FakeServer's prefix-cache options
 RADIX: dict[str, dict[str, object]] = {
     "radix": {"prefix_cache": "on"},
@@ -45,6 +43,8 @@ RADIX: dict[str, dict[str, object]] = {
     "radix-never-hits": {"prefix_cache": "never-hits"},
     "radix-no-flush": {"prefix_cache": "on", "flush": "absent"},
     "radix-hybrid": {"prefix_cache": "hybrid"},
+    "radix-empty": {"prefix_cache": "on"},
+    "radix-bad-count": {"prefix_cache": "on"},
 }
 
 
@@ -57,9 +57,11 @@ class CannedValues:
     def run(
         self, ids: list[int], new: int, k: int
     ) -> tuple[list[int], list[float], list[list[tuple[int, float]]]]:
-        count = max(1, new // 2) if self.behaviour == "short" else new
+        count = (
+            max(1, new // 2) if self.behaviour == "short" else 0 if self.behaviour.endswith("empty") else new
+        )
         toks = [(sum(ids) + 7 * i) % 97 + 3 for i in range(count)]
-        logprobs = [-0.125 * (1 + i % 5) for i in range(count)]
+        logprobs = [(0.5 if self.behaviour == "positive" else -0.125 * (1 + i % 5)) for i in range(count)]
         if self.behaviour == "nan" and count > 2:
             logprobs[2] = float("nan")
         if self.behaviour == "inf" and count > 2:
@@ -67,6 +69,8 @@ class CannedValues:
         if self.behaviour == "drift" and count > 3:
             logprobs[3] += 2.0**-22  # -0.5 + 2**-22: the next float32 above -0.5
         top = [[(tok + j, lp - j) for j in range(k)] for tok, lp in zip(toks, logprobs, strict=True)]
+        if self.behaviour in ("notop", "sometop"):
+            top = top[:1] if self.behaviour == "sometop" else []
         return toks, logprobs, top
 
 
@@ -91,6 +95,16 @@ class CannedSGLang(FakeServer):
             server_args={"model_path": model_path},
             **{**RADIX.get(behaviour, {}), **cache},  # type: ignore[arg-type]
         )
+
+    def generate(self, body: dict[str, Any]) -> dict[str, Any]:
+        answer = super().generate(body)
+        entries = answer["meta_info"].get("output_token_logprobs")
+        behaviour = self.backend.behaviour  # type: ignore[attr-defined]
+        if behaviour == "shapeless" and entries:
+            entries[0] = {}
+        if behaviour == "radix-bad-count":
+            answer["meta_info"]["cached_tokens"] = -1
+        return answer
 
     @property
     def url(self) -> str:

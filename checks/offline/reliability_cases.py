@@ -93,7 +93,9 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     server: str | None = None  # canned_sglang behaviour, at {url}
     model: str = "Qwen/Qwen3.8-27B"
-    fs: str | None = None  # "ro" | "full" | "one-page" (4 KiB free): {tmp}/mnt is such a tmpfs
+    # "ro" | "full" | "two-pages" (8 KiB free: bitexact's lock and run record take them, the results
+    # file then finds none): {tmp}/mnt is such a tmpfs
+    fs: str | None = None
     check: Check | None = None  # what must hold afterwards (nothing lost, nothing left behind)
 
 
@@ -146,8 +148,11 @@ def variant(name: str, body: object) -> Setup:
     return write("r.json", json.dumps(data))
 
 
-def golden(edit: Callable[[dict], None] | None = None) -> Setup:
-    """A real golden recorded through bitexact's own record path against the canned server's values."""
+def golden(
+    edit: Callable[[dict], None] | None = None, answers: Callable[[list], None] | None = None
+) -> Setup:
+    """A real golden recorded through bitexact's own record path against the canned server's values;
+    `answers` edits the generations before the record (and its digests) is made, `edit` the record after."""
 
     def setup(tmp: Path) -> None:
         sys.path[:0] = [str(s) for s in SOURCES]
@@ -157,12 +162,14 @@ def golden(edit: Callable[[dict], None] | None = None) -> Setup:
         from bitexact.prompts import parse_jsonl
 
         settings = Settings(max_new_tokens=4, top_logprobs=2)
-        plist = parse_jsonl(PROMPTS.splitlines(), "p.jsonl")
+        plist = parse_jsonl(PROMPTS, "p.jsonl")
         with CannedSGLang() as canned:  # its answers as the server would send them, without HTTP
             gens = [
                 parse_generate_output(p, canned.generate(request_fields(p, settings)), settings, "canned")
                 for p in plist
             ]
+        if answers is not None:
+            answers(gens)
         identity = {"engine": "sglang", "version": "0.5.20", "model_path": "Qwen/Qwen3.8-27B"}
         record = build_record(
             card="h200", recipe="qwen3.8-27b-exact", variant="no-spec", settings=settings.to_json(),
@@ -250,6 +257,42 @@ def lock_holder(tmp: Path) -> None:
     assert holder.stdout is not None
     holder.stdout.readline()
     (tmp / "holder.pid").write_text(str(holder.pid))
+
+
+def empty_answers(gens: list) -> None:
+    for gen in gens:
+        gen.token_ids, gen.logprobs, gen.top_logprobs = [], [], []
+
+
+def other_run(verb_argv: tuple[str, ...], out: str = "o", wrote: str = "repeat.md") -> Setup:
+    """An --out that holds the run of another command (what bitexact's own first run leaves there: its
+    run record, made by bitexact's run code from that command line, and a report)."""
+
+    def setup(tmp: Path) -> None:
+        sys.path[:0] = [str(s) for s in SOURCES]
+        from bitexact import runs
+        from bitexact.cli import build_parser
+
+        argv = [a.replace("{tmp}", str(tmp)) for a in verb_argv]
+        args = build_parser().parse_args(argv)
+        (tmp / out).mkdir(parents=True, exist_ok=True)
+        runs.claim(tmp / out, args, argv)
+        (tmp / out / wrote).write_text("the first run's report\n")
+
+    return setup
+
+
+def golden_intact(rel: str) -> Check:
+    """The golden at `rel` is still a whole golden record: one JSON object of its kind, nothing appended."""
+
+    def check(tmp: Path) -> str | None:
+        try:
+            data = json.loads((tmp / rel).read_text())
+        except (OSError, ValueError) as error:
+            return f"{rel} is no longer one JSON document: {error}"
+        return None if data.get("kind") == "bitexact-golden" else f"{rel} is no golden any more"
+
+    return check
 
 
 def no_tmp_left(where: str) -> Check:
@@ -564,7 +607,7 @@ CASES: list[Case] = [
         "--tokenizer bytes:x",
         ("repeat", URL + FAST, *common, "--tokenizer", "bytes:x"),
         2,
-        r"the offset after 'bytes:' must be a number",
+        r"the offset after 'bytes:' must be a whole number",
         prompts,
     ),
     # bitexact: --out
@@ -610,7 +653,7 @@ CASES: list[Case] = [
         r".*the results written before are kept and a rerun resumes from them",
         prompts,
         server="normal",
-        fs="one-page",
+        fs="two-pages",
         check=both_checks(no_tmp_left("after"), whole_lines("after/o")),
     ),
     Case(
@@ -781,6 +824,97 @@ CASES: list[Case] = [
         r"warm runs need a server with a prefix cache that reports its hits",
         prompts,
     ),
+    # bitexact warm, issue 28: the verb under every verb's rules
+    Case(
+        "bx-warm-option-abbrev",
+        "bitexact",
+        "warm with an option abbreviated (--warm-pass for --warm-passes)",
+        ("warm", URL, "--warm-pass", "2"),
+        2,
+        r"unrecognized arguments: --warm-pass 2",
+    ),
+    Case(
+        "bx-warm-option-twice",
+        "bitexact",
+        "warm with --inflight given twice",
+        ("warm", URL, "--inflight", "2", "--inflight", "8"),
+        2,
+        r"--inflight given more than once; give each option once",
+    ),
+    Case(
+        "bx-warm-passes-huge",
+        "bitexact",
+        "warm --warm-passes beyond any run",
+        ("warm", URL, "--warm-passes", "100000000000000000000"),
+        2,
+        r"argument --warm-passes: must be 100000 or less, not 100000000000000000000",
+    ),
+    Case(
+        "bx-warm-prefix-inf",
+        "bitexact",
+        "warm --shared-prefix inf",
+        ("warm", URL, "--shared-prefix", "inf", "--vocab-size", "90"),
+        2,
+        r"argument --shared-prefix: lengths 'inf': use numbers like 640,2200,128k \(whole tokens\)",
+    ),
+    Case(
+        "bx-warm-card-path",
+        "bitexact",
+        "warm --card with ../ in it",
+        ("warm", URL, "--golden-dir", "{tmp}/g", "--recipe-name", "r", "--card", "../x"),
+        2,
+        r"argument --card: '\.\./x': a name that becomes a file or folder name is",
+    ),
+    Case(
+        "bx-warm-recipe-name-path",
+        "bitexact",
+        "warm --recipe-name with ../ in it",
+        ("warm", URL, "--golden-dir", "{tmp}/g", "--card", "h200", "--recipe-name", "../other/x"),
+        2,
+        r"argument --recipe-name: '\.\./other/x': a name that becomes a file or folder name is",
+    ),
+    Case(
+        "bx-warm-golden-is-prompts",
+        "bitexact",
+        "warm --golden naming the prompt file",
+        ("warm", URL, "--golden", "{tmp}/p.jsonl", "--card", "h200", *common),
+        2,
+        r"--golden .*p.jsonl and --prompts name the same file",
+        prompts,
+        check=unchanged("p.jsonl", PROMPTS),
+    ),
+    Case(
+        "bx-warm-out-other-command",
+        "bitexact",
+        "a second warm of other settings in the same --out",
+        ("warm", URL + FAST, "--warm-passes", "2", *common),
+        2,
+        r"--out .*/o holds the run of another `bitexact warm` command \(`bitexact warm .*`; "
+        r"warm_passes: 1 -> 2\).*new --out .*--force",
+        both(prompts, other_run(("warm", URL + FAST, *common), wrote="warm.md")),
+        check=unchanged("o/warm.md", "the first run's report\n"),
+    ),
+    Case(
+        "bx-warm-answer-empty",
+        "bitexact",
+        "warm against a server that answers 0 tokens",
+        ("warm", "sglang+{url}", *common),
+        2,
+        r"prompt 'p0#cold': the answer holds no tokens; an answer not compared in full never counts as "
+        r"equal",
+        prompts,
+        server="radix-empty",
+    ),
+    Case(
+        "bx-warm-cached-count",
+        "bitexact",
+        "warm against a server that reports -1 cached prompt tokens",
+        ("warm", "sglang+{url}", *common),
+        2,
+        r"prompt 'p0#\w+': the server reports '-1' cached prompt tokens of its 3 prompt tokens: not a count",
+        prompts,
+        server="radix-bad-count",
+    ),
     # bitexact: what the server answers
     Case(
         "bx-nan",
@@ -944,7 +1078,7 @@ CASES: list[Case] = [
             *common,
         ),
         2,
-        r"a card slug is lowercase letters",
+        r"argument --card: '\.\./x': a name that becomes a file or folder name is lowercase letters",
         prompts,
         server="normal",
     ),
@@ -1179,7 +1313,7 @@ CASES: list[Case] = [
         "a history card slug with a path in it",
         ("history", "../h200", "--golden-dir", "{tmp}/g"),
         2,
-        r"card '../h200': a card slug is lowercase letters",
+        r"argument card: '\.\./h200': a name that becomes a file or folder name is lowercase letters",
     ),
     Case(
         "bx-history-diff",
@@ -1189,6 +1323,469 @@ CASES: list[Case] = [
         2,
         r"--diff 'B7' names no build of card 'h200': give B1..B1, a check number 1..1",
         write("g/h200/history.jsonl", HISTORY_LINE),
+    ),
+    # bitexact, issue 28 (nothing silent, third pass): an answer not fully compared never counts as equal
+    Case(
+        "bx-answer-empty",
+        "bitexact",
+        "a server that answers 0 tokens (parity)",
+        ("parity", "sglang+{url}", "sglang+{url}", "--allow-same-engine", *common),
+        2,
+        r"prompt 'p0': the answer holds no tokens; an answer not compared in full never counts as equal",
+        prompts,
+        server="empty",
+    ),
+    Case(
+        "bx-record-empty",
+        "bitexact",
+        "recording a golden of empty answers",
+        ("golden", "record", "sglang+{url}", *golden_args, *common),
+        2,
+        r"prompt 'p0': the answer holds no tokens",
+        prompts,
+        server="empty",
+        check=absent("g/h200/qwen3.8-27b-exact.json"),
+    ),
+    Case(
+        "bx-check-golden-empty",
+        "bitexact",
+        "a golden of empty answers (recorded by an older bitexact)",
+        ("golden", "check", "sglang+{url}", *golden_args, "--out", "{tmp}/o"),
+        2,
+        r"golden .*: prompt 'p0': the answer holds no tokens; a golden of answers that cannot be compared "
+        r"in full would pass any check",
+        golden(answers=empty_answers),
+        server="normal",
+    ),
+    Case(
+        "bx-repeat-short",
+        "bitexact",
+        "answers shorter than asked, without a stop reason (repeat)",
+        ("repeat", "sglang+{url}", "-n", "2", "-b", "1", *common),
+        2,
+        r"the answer holds 2 of the 4 tokens asked, without a stop reason \(finish reason 'length'\)",
+        prompts,
+        server="short",
+    ),
+    Case(
+        "bx-answer-notop",
+        "bitexact",
+        "a server that returns no top-k alternatives",
+        ("parity", "sglang+{url}", "sglang+{url}", "--allow-same-engine", *common),
+        2,
+        r"the answer holds 4 tokens but top-k alternatives for 0 positions \(the top 2 were asked",
+        prompts,
+        server="notop",
+    ),
+    Case(
+        "bx-answer-sometop",
+        "bitexact",
+        "a server that returns top-k for some positions only",
+        ("repeat", "sglang+{url}", "-n", "2", "-b", "1", *common),
+        2,
+        r"top-k alternatives for 1 positions",
+        prompts,
+        server="sometop",
+    ),
+    Case(
+        "bx-record-positive",
+        "bitexact",
+        "recording a golden of positive logprobs",
+        ("golden", "record", "sglang+{url}", *golden_args, *common),
+        2,
+        r"position 0: the logprob of token \d+ is 0.5, above 0 \(a probability above 1\)",
+        prompts,
+        server="positive",
+        check=absent("g/h200/qwen3.8-27b-exact.json"),
+    ),
+    # bitexact, issue 28: one strict reader per input kind, bounded numbers, each option once and whole
+    Case(
+        "bx-prompts-bool",
+        "bitexact",
+        "input_ids of booleans",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"'input_ids' of 'a' must be a non-empty list of ints >= 0 .*not booleans",
+        write("p.jsonl", '{"id": "a", "input_ids": [true, false]}\n'),
+    ),
+    Case(
+        "bx-prompts-both",
+        "bitexact",
+        "a prompt with both input_ids and text",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"prompt 'a' has both 'input_ids' and 'text'; give one",
+        write("p.jsonl", '{"id": "a", "input_ids": [5], "text": "hello"}\n'),
+    ),
+    Case(
+        "bx-prompts-nullid",
+        "bitexact",
+        "a prompt id of null",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"p.jsonl:1: 'id' is null; give a non-empty string or a whole number",
+        write("p.jsonl", '{"id": null, "input_ids": [5]}\n'),
+    ),
+    Case(
+        "bx-prompts-emptyid",
+        "bitexact",
+        "an empty prompt id",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"p.jsonl:1: 'id' is \"\"; give a non-empty string",
+        write("p.jsonl", '{"id": "", "input_ids": [5]}\n'),
+    ),
+    Case(
+        "bx-prompts-typo",
+        "bitexact",
+        "a prompt key misspelt (input_id beside text)",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"p.jsonl:1: unknown key\(s\) \['input_id'\]; a prompt line holds 'id' and one of",
+        write("p.jsonl", '{"id": "a", "input_id": [5], "text": "hello"}\n'),
+    ),
+    Case(
+        "bx-prompts-dupkey",
+        "bitexact",
+        "a prompt line with a key given twice",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"p.jsonl:1: the key 'input_ids' is given twice in one object",
+        write("p.jsonl", '{"id": "a", "input_ids": [5], "input_ids": [6]}\n'),
+    ),
+    Case(
+        "bx-prompts-u2028",
+        "bitexact",
+        "a valid prompt line holding U+2028 (read as one line, as JSON Lines defines it)",
+        ("repeat", "sglang+{url}", "-n", "2", "-b", "1", *common),
+        0,
+        r"repeat: REPEATABLE: 0/1 repeats differ from the first",
+        write("p.jsonl", '{"id": "a", "text": "one\u2028two"}\n'.encode()),
+        server="normal",
+    ),
+    Case(
+        "bx-tokenizer-negative",
+        "bitexact",
+        "--tokenizer bytes:-1000 (negative ids)",
+        ("repeat", URL + FAST, *common, "--tokenizer", "bytes:-1000"),
+        2,
+        r"--tokenizer 'bytes:-1000': the offset after 'bytes:' must be a whole number from 0",
+        prompts,
+    ),
+    Case(
+        "bx-new-tokens-huge",
+        "bitexact",
+        "--max-new-tokens 100000000000000000000",
+        ("repeat", URL, "--max-new-tokens", "100000000000000000000"),
+        2,
+        r"argument --max-new-tokens: must be 1048576 or less",
+    ),
+    Case(
+        "bx-long-inf",
+        "bitexact",
+        "--long inf",
+        ("repeat", URL + FAST, "--long", "inf", "--vocab-size", "50", "--out", "{tmp}/o"),
+        2,
+        r"lengths 'inf': use numbers like 640,2200,128k \(whole tokens\)",
+    ),
+    Case(
+        "bx-timeout-inf",
+        "bitexact",
+        "an engine ?timeout=inf",
+        ("repeat", "sglang+http://127.0.0.1:1?timeout=inf"),
+        2,
+        r"timeout must be 604800 or less, not inf",
+    ),
+    Case(
+        "bx-option-abbrev",
+        "bitexact",
+        "an option abbreviated next to its full name",
+        ("repeat", URL, "--max-new", "3", "--max-new-tokens", "4"),
+        2,
+        r"unrecognized arguments: --max-new 3",
+    ),
+    Case(
+        "bx-option-twice-spellings",
+        "bitexact",
+        "one option given twice under two spellings",
+        ("repeat", URL, "-n", "2", "--repeats", "3"),
+        2,
+        r"--repeats given more than once \(first as -n\); give each option once",
+    ),
+    # bitexact, issue 28: names that become paths stay inside their folder
+    Case(
+        "bx-recipe-name-path",
+        "bitexact",
+        "--recipe-name with ../ in it",
+        ("golden", "record", URL, "--recipe-name", "../other/x", "--card", "h200", "--golden-dir", "{tmp}/g"),
+        2,
+        r"argument --recipe-name: '\.\./other/x': a name that becomes a file or folder name is",
+    ),
+    Case(
+        "bx-recipe-file-name-path",
+        "bitexact",
+        "a recipe file whose name has ../ in it",
+        ("golden", "record", URL, "--recipe", "{tmp}/r.json", "--card", "h200", "--golden-dir", "{tmp}/g"),
+        2,
+        r"--recipe .*r.json: the recipe's name '\.\./\.\./escaped': a name that becomes a file",
+        recipe_with(name="../../escaped"),
+        check=absent("escaped.json"),
+    ),
+    Case(
+        "bx-recipe-variant-path",
+        "bitexact",
+        "a recipe variant named with a path",
+        ("parity", URL, URL + "?timeout=5", "--preset", "recipe", "--recipe", "{tmp}/r.json"),
+        2,
+        r"--recipe .*r.json: the variant name '\.\./x': a name that becomes a file",
+        variant("../x", {"speculative": True}),
+    ),
+    Case(
+        "bx-parity-name-path",
+        "bitexact",
+        "parity --name with ../ in it (the reports' file name)",
+        ("parity", URL, URL + "?timeout=5", "--name", "../../x"),
+        2,
+        r"argument --name: '\.\./\.\./x': a name that becomes a file or folder name is",
+    ),
+    Case(
+        "bx-card-dir-link",
+        "bitexact",
+        "a card folder that is a link out of the golden dir",
+        ("golden", "record", "sglang+{url}", *golden_args, *common),
+        2,
+        r"golden .*g/h200/qwen3.8-27b-exact.json resolves to .*elsewhere/qwen3.8-27b-exact.json, outside",
+        both(
+            prompts,
+            mkdir("elsewhere"),
+            mkdir("g"),
+            lambda tmp: (tmp / "g" / "h200").symlink_to("../elsewhere"),
+        ),
+        server="normal",
+        check=absent("elsewhere/qwen3.8-27b-exact.json"),
+    ),
+    Case(
+        "bx-recipe-dupkey",
+        "bitexact",
+        "a recipe with a key given twice",
+        ("parity", URL, URL + "?timeout=5", "--preset", "recipe", "--recipe", "{tmp}/r.json"),
+        2,
+        r"--recipe .*r.json: the key 'no-spec' is given twice in one object",
+        write(
+            "r.json",
+            RECIPE.read_text().replace('"no-spec": {', '"no-spec": {"speculative": true}, "no-spec": {', 1),
+        ),
+    ),
+    Case(
+        "bx-recipe-inflight-type",
+        "bitexact",
+        "a recipe variant whose client.inflight is not a number",
+        ("parity", URL, URL + "?timeout=5", "--preset", "x", "--recipe", "{tmp}/r.json"),
+        2,
+        r"variant 'x': 'client.inflight' must be a whole number from 1 to 4096, not \"8\"",
+        variant("x", {"speculative": True, "client": {"inflight": "8"}}),
+    ),
+    # bitexact, issue 28: one file in one role; one command per verb in an --out
+    Case(
+        "bx-history-is-golden",
+        "bitexact",
+        "--history pointed at the golden itself",
+        (
+            "golden",
+            "check",
+            "sglang+{url}",
+            *golden_args,
+            "--history",
+            "{tmp}/g/h200/qwen3.8-27b-exact.json",
+            "--out",
+            "{tmp}/o",
+        ),
+        2,
+        r"--history .*qwen3.8-27b-exact.json is the golden itself: a history line appended to it would "
+        r"corrupt it",
+        golden(),
+        server="normal",
+        check=golden_intact("g/h200/qwen3.8-27b-exact.json"),
+    ),
+    Case(
+        "bx-history-other-file",
+        "bitexact",
+        "--history pointed at another golden",
+        (
+            "golden",
+            "check",
+            "sglang+{url}",
+            *golden_args,
+            "--history",
+            "{tmp}/other.json",
+            "--out",
+            "{tmp}/o",
+        ),
+        2,
+        r"--history .*other.json is a bitexact-golden file \(its first line is no history line\)",
+        both(golden(), write("other.json", '{"kind": "bitexact-golden", "schema": 2}\n')),
+        server="normal",
+        check=unchanged("other.json", '{"kind": "bitexact-golden", "schema": 2}\n'),
+    ),
+    Case(
+        "bx-record-history-dir",
+        "bitexact",
+        "golden record --history DIR (checked before the golden is written)",
+        ("golden", "record", "sglang+{url}", *golden_args, "--history", "{tmp}/h", *common),
+        2,
+        r"--history .*/h is a directory; give the history file",
+        both(prompts, mkdir("h")),
+        server="normal",
+        check=absent("g/h200/qwen3.8-27b-exact.json"),
+    ),
+    Case(
+        "bx-golden-is-prompts",
+        "bitexact",
+        "--golden naming the prompt file",
+        (
+            "golden",
+            "record",
+            URL,
+            "--recipe-name",
+            "r",
+            "--card",
+            "h200",
+            "--golden",
+            "{tmp}/p.jsonl",
+            "--prompts",
+            "{tmp}/p.jsonl",
+            "--force",
+            "--out",
+            "{tmp}/o",
+        ),
+        2,
+        r"--golden .*p.jsonl and --prompts name the same file",
+        prompts,
+        check=unchanged("p.jsonl", PROMPTS),
+    ),
+    Case(
+        "bx-out-other-command",
+        "bitexact",
+        "a second parity of other engines in the same --out",
+        ("parity", URL + FAST, "sglang+http://127.0.0.1:8?retries=0", *common),
+        2,
+        r"--out .*/o holds the run of another `bitexact parity` command \(`bitexact parity .*`; b: "
+        r".* -> .*\).*new --out .*--force",
+        both(
+            prompts,
+            other_run(("parity", URL + FAST, "sglang+http://127.0.0.1:7", *common), wrote="parity.md"),
+        ),
+        check=unchanged("o/parity.md", "the first run's report\n"),
+    ),
+    Case(
+        "bx-resume-other-settings",
+        "bitexact",
+        "a resume with other settings (repeat -n 2, then -n 3)",
+        ("repeat", URL + FAST, "-n", "3", *common),
+        2,
+        r"holds the run of another `bitexact repeat` command "
+        r"\(`bitexact repeat .* -n 2 .*`; repeats: 2 -> 3\)",
+        both(prompts, other_run(("repeat", URL + FAST, "-n", "2", *common))),
+        check=unchanged("o/repeat.md", "the first run's report\n"),
+    ),
+    Case(
+        "bx-out-force",
+        "bitexact",
+        "--force over another command's run: moved aside, never deleted",
+        ("repeat", URL + FAST, "-n", "3", *common, "--force"),
+        2,
+        r"--force: what .*/o held is moved to .*/o/replaced/run-",
+        both(prompts, other_run(("repeat", URL + FAST, "-n", "2", *common))),
+        check=lambda tmp: None
+        if list((tmp / "o" / "replaced").glob("run-*/repeat.md"))
+        else "not moved aside",
+    ),
+    # bitexact, issue 28: the same engine under another name
+    Case(
+        "bx-same-engine-localhost",
+        "bitexact",
+        "parity of one server as 127.0.0.1 and as localhost",
+        ("parity", "sglang+{url}", "sglang+http://localhost:{port}", *common),
+        2,
+        r"A and B are the same engine \(.* one server: the same identity and the same start time\), asked "
+        r"the same way",
+        prompts,
+        server="normal",
+    ),
+    # bitexact, issue 28: a history line of the right kind and the wrong shape is skipped, never fatal
+    Case(
+        "bx-history-shape",
+        "bitexact",
+        "a history line of the right kind but the wrong shape",
+        ("history", "h200", "--golden-dir", "{tmp}/g", "--out", "{tmp}/o"),
+        0,
+        r"history.jsonl:2: 'build' has no label; skipped",
+        write(
+            "g/h200/history.jsonl",
+            HISTORY_LINE + HISTORY_LINE.replace('"build": {"label"', '"build": {"lab"'),
+        ),
+    ),
+    # bitexact, issue 28: messages that say what is there
+    Case(
+        "bx-out-dangling",
+        "bitexact",
+        "--out a dangling symbolic link",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"--out .*/o is a symbolic link to nowhere, which does not exist; give a directory",
+        both(prompts, lambda tmp: (tmp / "o").symlink_to("nowhere")),
+    ),
+    Case(
+        "bx-out-loop",
+        "bitexact",
+        "--out a symbolic link loop",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"--out .*/o is a symbolic link loop",
+        both(prompts, lambda tmp: (tmp / "o").symlink_to("o2"), lambda tmp: (tmp / "o2").symlink_to("o")),
+    ),
+    Case(
+        "bx-golden-loop",
+        "bitexact",
+        "a golden that is a symbolic link loop",
+        ("golden", "check", URL + FAST, *golden_args, "--out", "{tmp}/o"),
+        2,
+        r"golden .*qwen3.8-27b-exact.json is a symbolic link loop .*, not a file",
+        both(
+            mkdir("g/h200"),
+            lambda tmp: (tmp / "g/h200/qwen3.8-27b-exact.json").symlink_to("qwen3.8-27b-exact.json"),
+        ),
+    ),
+    Case(
+        "bx-recipe-env-cr",
+        "bitexact",
+        "BITEXACT_RECIPE ending in a carriage return",
+        ("parity", URL, URL + "?timeout=5", "--preset", "recipe"),
+        2,
+        r"\$BITEXACT_RECIPE is '.*r.json\\r': it holds the control character '\\r'",
+        write("r.json", RECIPE.read_text()),
+        env={"BITEXACT_RECIPE": "{tmp}/r.json\r"},
+    ),
+    # bitexact, issue 28: what the fuzzer (checks/offline/bitexact/test_bitexact_fuzz.py) found
+    Case(
+        "bx-fuzz-prompt-surrogate",
+        "bitexact",
+        "a prompt text holding a lone surrogate (a valid JSON escape, not text)",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"p.jsonl:1: 'text' of 'a' holds a lone surrogate \(\\ud800, half of a UTF-16 pair\), which is not "
+        r"text",
+        write("p.jsonl", '{"id": "a", "text": "\\ud800"}\n'),
+    ),
+    Case(
+        "bx-fuzz-answer-entry",
+        "bitexact",
+        "a server answer whose logprob entry is an object, not a (logprob, id, text) triple",
+        ("repeat", "sglang+{url}", "-n", "2", "-b", "1", *common),
+        2,
+        r"output_token_logprobs\[0\] is '\{\}', not \(logprob, token_id, text\)",
+        prompts,
+        server="shapeless",
     ),
     # pinlock
     Case("pl-command", "pinlock", "an unknown command", ("pin",), 2, r"invalid choice: 'pin'"),

@@ -72,6 +72,7 @@ def run_case(case: Case, tmp: Path) -> Result:
         if server is not None:
             server.__enter__()
             values["url"] = server.url
+            values["port"] = server.url.rsplit(":", 1)[1]
         if "{busy_port}" in " ".join(case.argv):
             busy = subprocess.Popen([sys.executable, "-c", LISTENER], stdout=subprocess.PIPE, text=True)
             assert busy.stdout is not None
@@ -84,10 +85,10 @@ def run_case(case: Case, tmp: Path) -> Result:
             prepare = f"mount -t tmpfs -o size=256k tmpfs {mnt}"
             if case.fs == "ro":
                 prepare += f" && mount -o remount,ro {mnt}"
-            else:  # an out directory and a filler that leaves no block free (full) or one (one-page)
-                prepare += f" && mkdir {mnt}/o && head -c 4096 /dev/zero > {mnt}/room"
+            else:  # an out directory and a filler that leaves no block free (full) or two (two-pages)
+                prepare += f" && mkdir {mnt}/o && head -c 8192 /dev/zero > {mnt}/room"
                 prepare += f" && (head -c 1M /dev/zero > {mnt}/filler 2>/dev/null || true)"
-                prepare += f" && rm {mnt}/room" if case.fs == "one-page" else ""
+                prepare += f" && rm {mnt}/room" if case.fs == "two-pages" else ""
             # The mount dies with the namespace: copy what the run left (but the filler) out for the check.
             keep = f"rm -f {mnt}/filler; mkdir -p {tmp}/after && cp -a {mnt}/. {tmp}/after/"
             command = [
@@ -138,7 +139,12 @@ def table(rows: list[tuple[Case, str]]) -> list[str]:
     out = ["| case | bad input | command | message | exit |", "|---|---|---|---|---:|"]
     for case, message in rows:
         command = " ".join([COMMAND_NAMES[case.tool], *case.argv]).replace(str(REPO), ".")
-        for name, shown in (("{tmp}", "$TMP"), ("{url}", "http://127.0.0.1:PORT"), ("{busy_port}", "PORT")):
+        for name, shown in (
+            ("{tmp}", "$TMP"),
+            ("{url}", "http://127.0.0.1:PORT"),
+            ("{busy_port}", "PORT"),
+            ("{port}", "PORT"),
+        ):
             command = command.replace(name, shown)
         command = command.replace("|", "\\|")
         cells = [case.id, case.what, f"`{command}`", message.replace("|", "\\|"), str(case.exit)]

@@ -82,6 +82,8 @@ EXPECTED: dict[str, tuple[list[str], dict[str, str]]] = {
     "cuda-graph-decode-bs-1": (_argv(graph_bs="1"), RECIPE_ENV),
     "cuda-graph-decode-bs-32": (_argv(graph_bs="32"), RECIPE_ENV),
     "backend-flashinfer": (_argv(backend="flashinfer"), RECIPE_ENV),
+    # the drafter's context capped: a flag the recipe does not set, appended
+    "draft-window-4096": (_argv() + ["--speculative-draft-window-size", "4096"], RECIPE_ENV),
     # the prefix cache on: the one flag removed, the argv otherwise verbatim
     "radix": (_argv()[: -len(TAIL)], RECIPE_ENV),
     "radix-forced-reject": (

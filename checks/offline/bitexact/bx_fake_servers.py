@@ -399,7 +399,7 @@ class FakeServer:
         }
 
     def _spec_meta(self, n: int) -> dict[str, Any]:
-        if not self.spec:
+        if not self.spec or n == 0:  # SGLang adds the counters only when spec_verify_ct > 0
             return {}
         verify = n  # every draft rejected: one verify step per token, as with SGLANG_SIMULATE_ACC_LEN=1
         return {

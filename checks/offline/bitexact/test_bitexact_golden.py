@@ -183,8 +183,10 @@ def test_no_card_is_guessed_for_a_server_this_machine_cannot_see(tmp_path, capsy
     err = capsys.readouterr().err
     assert "runs on another machine" in err and "pass --card SLUG" in err
     assert not (tmp_path / "g").exists()
-    assert main(["golden", "record", "hf:/m", *common, "--card", "../up"]) == 2
-    assert "a card slug is lowercase" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # a usage error of the option itself (argparse's exit 2)
+        main(["golden", "record", "hf:/m", *common, "--card", "../up"])
+    assert refused.value.code == 2
+    assert "a name that becomes a file or folder name is lowercase" in capsys.readouterr().err
 
 
 def test_the_golden_dir_comes_from_the_repository_not_the_current_directory(

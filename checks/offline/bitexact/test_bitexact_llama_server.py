@@ -121,23 +121,15 @@ def test_parity_of_two_llama_servers_runs_and_finds_them_equal(
         assert [(e["id"], _bits(e["logprob"])) for e in ca] == [(e["id"], _bits(e["logprob"])) for e in cb]
 
 
-def _first_divergence(x: dict[str, Any], y: dict[str, Any]) -> int | None:
-    """Where two raw answers first differ in id, logprob bits or top alternatives (ids and bits)."""
-    ca, cb = x["choices"][0]["logprobs"]["content"], y["choices"][0]["logprobs"]["content"]
-    for i, (ea, eb) in enumerate(zip(ca, cb, strict=False)):
-        top_a = [(t["id"], _bits(t["logprob"])) for t in ea["top_logprobs"]]
-        top_b = [(t["id"], _bits(t["logprob"])) for t in eb["top_logprobs"]]
-        if ea["id"] != eb["id"] or _bits(ea["logprob"]) != _bits(eb["logprob"]) or top_a != top_b:
-            return i
-    return None if len(ca) == len(cb) else min(len(ca), len(cb))
-
-
 def test_speculation_is_proven_from_timings_and_divergences_match_the_raw_answers(
     llama_tree, gguf, prompt_file, tmp_path, capsys
 ):
-    """A server with a draft model against one without: `--spec-a must --spec-b never` holds because
-    llama.cpp reports `timings.draft_n` on A only; the swapped sides fail as they must; and every first
-    divergence bitexact reports is the one the raw answers show."""
+    """A server with a draft model against one without. With the draft, this llama.cpp gives no top-k
+    alternatives at the positions its speculative steps produced: through the OpenAI API such answers
+    cannot be compared in full, and are refused (exit 2), never called equal on what is there. The native
+    engine probes those positions; there `--spec-a must --spec-b never` holds because llama.cpp reports
+    `timings.draft_n` on A only, the swapped sides fail as they must, and every first token divergence
+    bitexact reports is the one the raw answers show."""
     common = [
         "--prompts",
         str(prompt_file),
@@ -151,19 +143,31 @@ def test_speculation_is_proven_from_timings_and_divergences_match_the_raw_answer
         LlamaServer(llama_tree, gguf["target"], tmp_path / "spec.log", draft=gguf["draft"]) as spec,
         LlamaServer(llama_tree, gguf["target"], tmp_path / "plain.log") as plain,
     ):
-        argv = ["parity", _engine(spec), _engine(plain), "--spec-a", "must", "--spec-b", "never"]
+        openai = ["parity", _engine(spec), _engine(plain), "--out", str(tmp_path / "0"), *common]
+        rc_openai, _, err_openai = _run(capsys, openai)
+        native_spec, native_plain = f"llamacpp+{spec.url}", f"llamacpp+{plain.url}"
+        argv = ["parity", native_spec, native_plain, "--spec-a", "must", "--spec-b", "never"]
         rc, summary, err = _run(capsys, [*argv, "--out", str(tmp_path / "1"), *common])
-        swapped = ["parity", _engine(plain), _engine(spec), "--spec-a", "must"]
+        swapped = ["parity", native_plain, native_spec, "--spec-a", "must"]
         rc_swapped, _, err_swapped = _run(capsys, [*swapped, "--out", str(tmp_path / "2"), *common])
         raw_spec = [_raw_completion(spec, ids) for ids in PROMPTS]
         raw_plain = [_raw_completion(plain, ids) for ids in PROMPTS]
+    assert any(not e["top_logprobs"] for r in raw_spec for e in r["choices"][0]["logprobs"]["content"])
+    assert rc_openai == 2 and "top-k alternatives, not the 3 asked" in err_openai, err_openai
     assert rc in (0, 1), err  # equal or not, it is a verdict, not a refusal
     assert summary["a"]["spec"]["ran"] == len(PROMPTS) and summary["b"]["spec"]["reported"] == 0
     assert all(r["timings"]["draft_n"] > 0 for r in raw_spec)
     assert not any("draft_n" in r["timings"] for r in raw_plain)
     assert rc_swapped == 2 and "speculation must run" in err_swapped
-    expected = [_first_divergence(x, y) for x, y in zip(raw_spec, raw_plain, strict=True)]
-    assert [c["first_divergence"] for c in summary["comparisons"]] == expected
+    expected = [_first_id_divergence(x, y) for x, y in zip(raw_spec, raw_plain, strict=True)]
+    assert [c["first_token_divergence"] for c in summary["comparisons"]] == expected
+
+
+def _first_id_divergence(x: dict[str, Any], y: dict[str, Any]) -> int | None:
+    ids_a = [e["id"] for e in x["choices"][0]["logprobs"]["content"]]
+    ids_b = [e["id"] for e in y["choices"][0]["logprobs"]["content"]]
+    first = next((i for i, (a, b) in enumerate(zip(ids_a, ids_b, strict=False)) if a != b), None)
+    return first if first is not None or len(ids_a) == len(ids_b) else min(len(ids_a), len(ids_b))
 
 
 def test_an_answer_with_logprobs_missing_for_some_tokens_is_refused(

@@ -69,7 +69,8 @@ def test_verdict_on_stdout_without_json(backend, prompt_file, tmp_path, capsys):
         assert out.count("\n") == 1
         assert out.startswith(
             "parity: EQUAL (the same engine on both sides: a repeat check, not parity): 2/2 prompts equal "
-            "(0 differ in token ids); report: "
+            "(0 differ in token ids); compared: every token id, logprob and top-5 alternative (id and "
+            "logprob) at 6 positions of 2 prompts; report: "
         )
         assert out.rstrip().endswith("parity.html")
         # one server asked two ways (the GPU battery gpu-parity-inflight-8) is a batching check: allowed
@@ -82,7 +83,8 @@ def test_verdict_on_stdout_without_json(backend, prompt_file, tmp_path, capsys):
         out = capsys.readouterr().out
         assert out.startswith(
             "repeat: REPEATABLE: 0/2 repeats differ from the first (0 in token ids, the rest in logprobs or "
-            "top-k only); report: "
+            "top-k only); compared: every token id, logprob and top-5 alternative (id and logprob) at 6 "
+            "positions of 2 repeats; report: "
         )
 
 

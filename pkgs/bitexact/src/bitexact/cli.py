@@ -2,25 +2,32 @@
 
 Exit codes (docs/bitexact.md): 0 everything compared equal (bench/record: the run finished); 1 something
 differs; 2 anything else (usage, engine failure, speculation that did not run, missing golden, crash);
-130 when interrupted (SIGINT), with what finished kept for the rerun."""
+130 when interrupted (SIGINT), with what finished kept for the rerun. Never a traceback on the terminal:
+an error no check foresaw is named in one line, its traceback written to a file that line names."""
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import os
+import shlex
 import sys
+import tempfile
 import traceback
+from pathlib import Path
 
-from bitexact import __version__
+from bitexact import __version__, runs
+from bitexact.argv import StrictParser
 from bitexact.commands import bench, golden, history, parity, repeat, warm
 from bitexact.errors import BitexactError
-from bitexact.files import OutLock, describe_os_error, prepare_out
+from bitexact.files import OutLock, describe_os_error, distinct_roles, prepare_out
 from bitexact.helptext import HelpFormatter
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = StrictParser(
         prog="bitexact",
         formatter_class=HelpFormatter,
         epilog="""exit status:
@@ -44,33 +51,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def repeated_options(argv: list[str]) -> list[str]:
-    """Options given more than once (argparse would let the last one win silently)."""
-    seen: set[str] = set()
-    twice: list[str] = []
-    for token in argv:
-        if token == "--":
-            break
-        if token.startswith("--"):
-            name = token.split("=", 1)[0]
-            if name in seen and name not in twice:
-                twice.append(name)
-            seen.add(name)
-    return twice
+def crash_report(error: BaseException, out: Path | None, argv: list[str]) -> str:
+    """Write the traceback of an error no check foresaw to a file (in --out where there is one, else the
+    temporary directory) and say, in one line, what failed, where, and where the traceback is."""
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" in {Path(frames[-1].filename).name}:{frames[-1].lineno} ({frames[-1].name})" if frames else ""
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+    text = "".join(traceback.format_exception(error))
+    for folder in ([out] if out is not None and out.is_dir() else []) + [Path(tempfile.gettempdir())]:
+        path = folder / f"bitexact-crash-{stamp}-{os.getpid()}.txt"
+        try:
+            path.write_text(
+                f"bitexact {__version__}: {shlex.join(['bitexact', *argv])}\n{text}", encoding="utf-8"
+            )
+        except OSError:
+            continue
+        return (
+            f"bitexact: internal error: {type(error).__name__}: {error}{where}; the traceback is in "
+            f"{path.absolute()} (a bug in bitexact: please report it with that file) (exit 2)"
+        )
+    return f"bitexact: internal error: {type(error).__name__}: {error}{where} (exit 2)"
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser()
-    twice = repeated_options(argv)
-    if twice:
-        parser.error(f"{', '.join(twice)} given more than once; give each option once")  # exits 2
-    args = parser.parse_args(argv)  # usage errors exit 2 here (argparse's own convention)
+    out: Path | None = None
     try:
-        out = getattr(args, "out", None)
-        if out is None:
+        args = build_parser().parse_args(argv)  # usage errors exit 2 here (argparse's own convention)
+        distinct_roles(args)
+        if not hasattr(args, "out"):
             return int(args.run(args))
+        out = runs.out_dir(args)
         with OutLock(prepare_out(out)):
+            runs.claim(out, args, argv)
             return int(args.run(args))
     except BitexactError as exc:
         print(f"bitexact: error: {exc}", file=sys.stderr)
@@ -82,9 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bitexact: interrupted (exit 130)", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Exception:
-        traceback.print_exc()
-        print("bitexact: internal error (exit 2)", file=sys.stderr)
+    except Exception as exc:
+        print(crash_report(exc, out, argv), file=sys.stderr)
         return 2
 
 

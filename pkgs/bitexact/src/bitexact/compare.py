@@ -76,6 +76,8 @@ class PromptComparison:
     first_logprob_divergence: int | None
     len_a: int
     len_b: int
+    positions: int = 0  # positions compared: each with token id, logprob and top-k on both sides
+    alternatives_by_text: bool = False  # some alternatives named by text: their logprobs compared only
     token_a: int | None = None
     token_b: int | None = None
     logprob_a: float | None = None
@@ -128,6 +130,10 @@ def compare(a: Generation, b: Generation) -> PromptComparison:
         first_logprob_divergence=first_lp,
         len_a=len(a.token_ids),
         len_b=len(b.token_ids),
+        positions=n,
+        alternatives_by_text=any(
+            isinstance(t, str) for row in a.top_logprobs + b.top_logprobs for t, _ in row
+        ),
     )
     if first is not None:
         if first < len(a.token_ids):

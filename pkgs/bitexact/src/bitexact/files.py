@@ -10,7 +10,9 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import sys
+import unicodedata
 from pathlib import Path
 from types import TracebackType
 
@@ -37,31 +39,90 @@ def describe_os_error(error: OSError, option: str = "--out") -> str:
     return f"{reason} ({hint})" if hint else reason
 
 
+def shown(path: Path | str) -> str:
+    """A path as messages show it: as typed, or quoted with escapes where it holds a character that
+    would print invisibly (a carriage return from a file written on Windows, a tab)."""
+    text = str(path)
+    return repr(text) if any(unicodedata.category(c)[0] in "CZ" and c != " " for c in text) else text
+
+
+def env_value(name: str) -> str | None:
+    """An environment variable that names a file or a build: None when unset or empty, a UsageError
+    when it holds a control character (`BITEXACT_RECIPE` ending in "\\r" names a file that looks right
+    and is not there)."""
+    value = os.environ.get(name)
+    if not value:
+        return None
+    bad = [c for c in value if unicodedata.category(c) == "Cc"]
+    if bad:
+        raise UsageError(
+            f"${name} is {value!r}: it holds the control character {bad[0]!r} (a line end copied with "
+            f'it?); set it to the value alone, e.g. export {name}="$(printf %s "${name}" | tr -d \'\\r\')"'
+        )
+    return value
+
+
+def env_path(name: str) -> Path | None:
+    value = env_value(name)
+    return None if value is None else Path(value)
+
+
+def path_state(path: Path) -> str:
+    """What is at `path`, in the words a message needs: "file", "directory", "missing", "a symbolic link
+    to X, which does not exist", "a symbolic link loop", or "another kind of file (a socket, a fifo)"."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            return f"a symbolic link to {shown(os.readlink(path))}, which does not exist"
+        return "missing"
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "a symbolic link loop (it points at itself through other links)"
+        if error.errno == errno.ENOTDIR:
+            return "missing"
+        raise
+    if stat.S_ISDIR(mode):
+        return "directory"
+    return "file" if stat.S_ISREG(mode) else "another kind of file (a socket, a fifo or a device)"
+
+
 def read_text(path: Path, option: str, expect: str) -> str:
     """The UTF-8 text of `path`, named by `option` in every error; `expect` says what belongs there."""
-    if path.is_dir():
-        raise UsageError(f"{option} {path} is a directory; give {expect}")
+    state = path_state(path)
+    if state == "directory":
+        raise UsageError(f"{option} {shown(path)} is a directory; give {expect}")
+    if state == "missing":
+        hint = (
+            " (the name holds a control character: was it copied with a line end?)"
+            if shown(path) != str(path)
+            else ""
+        )
+        raise UsageError(f"{option} {shown(path)}: no such file{hint}; give {expect}")
+    if state != "file":
+        raise UsageError(f"{option} {shown(path)} is {state}; give {expect}")
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"{option} {path}: no such file; give {expect}") from None
     except OSError as error:
-        raise UsageError(f"{option} {path}: cannot read it: {describe_os_error(error)}") from None
+        raise UsageError(f"{option} {shown(path)}: cannot read it: {describe_os_error(error)}") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
         bad = data[error.start : error.start + 1]
         raise UsageError(
-            f"{option} {path}: not UTF-8 text (byte {error.start}, line {line}: {bad!r}); "
+            f"{option} {shown(path)}: not UTF-8 text (byte {error.start}, line {line}: {bad!r}); "
             f"give {expect}, saved as UTF-8"
         ) from None
 
 
 def prepare_out(out: Path, option: str = "--out") -> Path:
     """Create the output directory and prove it is writable now, before any engine runs."""
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"{option} {out} is a file; give a directory (it is created if missing)")
+    state = path_state(out)
+    if state == "file":
+        raise UsageError(f"{option} {shown(out)} is a file; give a directory (it is created if missing)")
+    if state not in ("directory", "missing"):
+        raise UsageError(f"{option} {shown(out)} is {state}; give a directory (it is created if missing)")
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / f".bitexact-probe-{os.getpid()}"
@@ -168,3 +229,35 @@ def _holder_text(raw: str) -> str:
         return f"pid {holder['pid']} on {holder['host']}, started {holder['started']}: `{holder['command']}`"
     except (json.JSONDecodeError, KeyError, TypeError):
         return "its holder did not say who it is"
+
+
+# Options that name one file each, in one role: a path given for one is never accepted for another
+# (`--history` pointed at the golden would append to the golden; `--golden` at the prompts would
+# replace them).
+FILE_OPTIONS = {
+    "prompts": "--prompts",
+    "recipe": "--recipe",
+    "golden": "--golden",
+    "history": "--history",
+    "build_info": "--build-info",
+}
+
+
+def distinct_roles(args: object) -> None:
+    """UsageError when two of `args`' file options name one file (after links are followed), or one
+    names the --out folder."""
+    seen: dict[str, str] = {}
+    out = getattr(args, "out", None)
+    if out is not None:
+        seen[os.path.realpath(out)] = "--out"  # realpath, not resolve(): a link loop is no crash here
+    for dest, option in FILE_OPTIONS.items():
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        real = os.path.realpath(value)
+        if real in seen:
+            raise UsageError(
+                f"{option} {shown(value)} and {seen[real]} name the same file ({real}): one file cannot be "
+                f"both; give each its own"
+            )
+        seen[real] = option

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -43,27 +42,48 @@ class Generation:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Generation:
+        """A stored generation (results file, golden), read strictly: ids are whole numbers, logprobs
+        numbers, alternatives (id or text, number) pairs. ValueError names the first field that is not."""
         spec = data.get("spec")
+        if spec is not None and not isinstance(spec, dict):
+            raise ValueError("'spec' is not an object")
+        meta = data.get("meta", {})
+        if not isinstance(meta, dict):
+            raise ValueError("'meta' is not an object")
         return cls(
             prompt_id=str(data["prompt_id"]),
-            token_ids=[int(t) for t in data["token_ids"]],
-            logprobs=[float(x) for x in data["logprobs"]],
-            top_logprobs=[[(tok, float(lp)) for tok, lp in row] for row in data.get("top_logprobs", [])],
+            token_ids=[_whole(t, "token_ids") for t in _list(data["token_ids"], "token_ids")],
+            logprobs=[_number(x, "logprobs") for x in _list(data["logprobs"], "logprobs")],
+            top_logprobs=[
+                [_entry(e) for e in _list(row, "top_logprobs row")]
+                for row in _list(data.get("top_logprobs", []), "top_logprobs")
+            ],
             spec=SpecStats(**spec) if spec else None,
             latency_s=data.get("latency_s"),
-            meta=dict(data.get("meta", {})),
+            meta=dict(meta),
         )
 
 
-def non_finite(gen: Generation) -> str | None:
-    """Where `gen` holds a logprob that is not a finite number (NaN or an infinity), in words; None when
-    every value is finite. Such a value cannot be compared bitwise with meaning, nor written as JSON."""
-    for position, value in enumerate(gen.logprobs):
-        if not math.isfinite(value):
-            token = gen.token_ids[position] if position < len(gen.token_ids) else "?"
-            return f"position {position}: the logprob of token {token} is {value!r}"
-    for position, row in enumerate(gen.top_logprobs):
-        for key, value in row:
-            if not math.isfinite(value):
-                return f"position {position}: the top-k logprob of alternative {key!r} is {value!r}"
-    return None
+def _list(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise ValueError(f"'{what}' is not a list")
+    return value
+
+
+def _whole(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"'{what}' holds {value!r}, not a whole number")
+    return value
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"'{what}' holds {value!r}, not a number")
+    return float(value)
+
+
+def _entry(entry: Any) -> TopEntry:
+    if not isinstance(entry, list | tuple) or len(entry) != 2:
+        raise ValueError(f"a top_logprobs entry is {entry!r}, not [token, logprob]")
+    key = entry[0] if isinstance(entry[0], str) else _whole(entry[0], "top_logprobs token")
+    return key, _number(entry[1], "top_logprobs logprob")

@@ -9,9 +9,14 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from bitexact import strictjson
+from bitexact.answers import problem
+from bitexact.argv import MAX_TOKENS, MAX_TOP_LOGPROBS
+from bitexact.engines.base import Settings
 from bitexact.errors import BitexactError, GoldenError
-from bitexact.files import atomic_write_text, dumps
+from bitexact.files import atomic_write_text, dumps, path_state
 from bitexact.generation import Generation
+from bitexact.names import checked_name, inside
 from bitexact.prompts import Prompt, parse_prompt
 
 # 2: the record digest covers the whole record (settings, prompts, key, metadata), not the values only.
@@ -42,7 +47,9 @@ def digests(gen: Generation) -> dict[str, str]:
 
 
 def golden_path(golden_dir: Path, card: str, recipe: str) -> Path:
-    return golden_dir / card / f"{recipe}.json"
+    """`<golden dir>/<card>/<recipe>.json`, proven inside the golden dir (both names are checked names)."""
+    path = golden_dir / checked_name(card, "card") / f"{checked_name(recipe, 'recipe name')}.json"
+    return inside(golden_dir, path, "golden")
 
 
 def record_digest(record: dict[str, Any]) -> str:
@@ -92,10 +99,6 @@ def write_record(record: dict[str, Any], path: Path) -> None:
     atomic_write_text(path, dumps(record, indent=1) + "\n", option="--golden-dir/--golden")
 
 
-def _refuse_constant(name: str) -> float:
-    raise ValueError(f"non-standard JSON constant {name} (a logprob that is not a finite number)")
-
-
 class Golden:
     def __init__(self, record: dict[str, Any], path: Path) -> None:
         self.record = record
@@ -103,26 +106,61 @@ class Golden:
         self.prompts = [
             parse_prompt(e["prompt"], f"{path}: prompt {i}") for i, e in enumerate(record["prompts"])
         ]
+        ids = [p.id for p in self.prompts]
+        if len(set(ids)) != len(ids):
+            raise ValueError(
+                f"a prompt id is given twice ({sorted(i for i in set(ids) if ids.count(i) > 1)})"
+            )
         self.generations = [
-            Generation.from_json({"prompt_id": p.id, **e})
+            Generation.from_json({**e, "prompt_id": p.id})
             for p, e in zip(self.prompts, record["prompts"], strict=True)
         ]
 
 
-def load_golden(path: Path, *, card: str, recipe: str | None) -> Golden:
-    """Read and verify a golden record; every way it can be wrong is a GoldenError naming the fix."""
-    if path.is_dir():
-        raise GoldenError(
+def _state_error(path: Path, card: str) -> GoldenError | None:
+    state = path_state(path)
+    if state == "directory":
+        return GoldenError(
             f"--golden {path} is a directory; give the golden file (<dir>/<card>/<recipe>.json)"
         )
-    if not path.is_file():
-        raise GoldenError(
+    if state == "missing":
+        return GoldenError(
             f"no golden record for card {card!r} at {path}: the check cannot pass without one. Record it on "
             f"that card with `{RECORD_COMMAND}` (or `bitexact golden record ENGINE --card {card}`)."
         )
+    if state != "file":
+        return GoldenError(f"golden {path} is {state}, not a file; point it at the golden record itself")
+    return None
+
+
+def replaceable(path: Path) -> None:
+    """A golden record may replace what is at `path` only if that is nothing or a golden record: --force
+    replaces goldens, never a history, a prompt file or anything else that happens to be there."""
+    state = path_state(path)
+    if state == "missing":
+        return
+    error = _state_error(path, "")
+    if error is not None:
+        raise GoldenError(f"{error}; a golden is written only where there is none or a golden")
     try:
-        record = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_refuse_constant)
-    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
+        record = strictjson.loads(path.read_bytes().decode("utf-8"))
+    except (strictjson.StrictJSONError, UnicodeDecodeError, OSError):
+        record = None
+    if not isinstance(record, dict) or record.get("kind") != KIND:
+        raise GoldenError(
+            f"{path} is not a golden record, and --force replaces only golden records; give another "
+            "--golden (or remove that file yourself if it is meant to go)"
+        )
+
+
+def load_golden(path: Path, *, card: str, recipe: str | None) -> Golden:
+    """Read and verify a golden record; every way it can be wrong is a GoldenError naming the fix."""
+    error = _state_error(path, card)
+    if error is not None:
+        raise error
+    try:
+        record = strictjson.loads(path.read_bytes().decode("utf-8"))
+    except (strictjson.StrictJSONError, UnicodeDecodeError) as exc:
         raise GoldenError(
             f"golden {path} is corrupted (not standard UTF-8 JSON: {exc}); "
             f"re-record it with `{RECORD_COMMAND}`"
@@ -131,7 +169,7 @@ def load_golden(path: Path, *, card: str, recipe: str | None) -> Golden:
         raise GoldenError(f"golden {path}: cannot read it: {exc.strerror}") from None
     if not isinstance(record, dict) or record.get("kind") != KIND:
         raise GoldenError(f"golden {path} is not a bitexact golden record")
-    if record.get("schema") != SCHEMA:
+    if record.get("schema") != SCHEMA or isinstance(record.get("schema"), bool):
         raise GoldenError(
             f"golden {path} has schema {record.get('schema')!r}; this bitexact reads schema {SCHEMA} "
             f"(whose digest covers settings and prompts too): re-record it with `{RECORD_COMMAND}`"
@@ -144,9 +182,12 @@ def load_golden(path: Path, *, card: str, recipe: str | None) -> Golden:
     if recipe is not None and record.get("recipe") != recipe:
         raise GoldenError(f"golden {path} is for recipe {record.get('recipe')!r}, not {recipe!r}")
     try:
+        settings = stored_settings(record.get("settings"))
         golden = Golden(record, path)
         entries = record["prompts"]
-    except (KeyError, TypeError, ValueError, BitexactError) as exc:
+        if not entries:
+            raise ValueError("it holds no prompts")
+    except (KeyError, TypeError, ValueError, AttributeError, BitexactError) as exc:
         raise GoldenError(f"golden {path} is corrupted (missing or malformed field: {exc})") from None
     for entry, gen in zip(entries, golden.generations, strict=True):
         if entry.get("digests") != digests(gen):
@@ -159,4 +200,24 @@ def load_golden(path: Path, *, card: str, recipe: str | None) -> Golden:
             f"golden {path} was edited after it was recorded: its digest covers the values, the prompts, "
             f"the settings and the metadata, and one of them changed; re-record it with `{RECORD_COMMAND}`"
         )
+    for gen in golden.generations:
+        bad = problem(gen, settings)
+        if bad is not None:
+            raise GoldenError(
+                f"golden {path}: prompt {gen.prompt_id!r}: {bad}; a golden of answers that cannot be "
+                f"compared in full would pass any check: re-record it with `{RECORD_COMMAND}`"
+            )
     return golden
+
+
+def stored_settings(stored: Any) -> Settings:
+    """A golden's settings: whole numbers (not booleans) within the command line's bounds."""
+    if not isinstance(stored, dict):
+        raise ValueError("'settings' is not an object")
+    values = []
+    for name, low, high in (("max_new_tokens", 1, MAX_TOKENS), ("top_logprobs", 2, MAX_TOP_LOGPROBS)):
+        value = stored.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"settings.{name} is {value!r}, not a whole number from {low} to {high}")
+        values.append(value)
+    return Settings(max_new_tokens=values[0], top_logprobs=values[1])

@@ -24,8 +24,8 @@ EXAMPLES = {
   bitexact golden check sglang+http://127.0.0.1:30000 --recipe nix/recipes/qwen3.8-27b-exact.json
   bitexact golden check sglang+http://10.0.0.5:30000 --card h200 --recipe-name my-recipe --golden g.json""",
     "history": """examples:
-  bitexact history h200                  # checks/golden/h200/history.jsonl -> bitexact-out/history-h200.html
-  bitexact history h200 --diff B1 B3     # the components that differ between two builds
+  bitexact history h200                  # checks/golden/h200/history.jsonl -> .../history-h200.html
+  bitexact history h200 --diff B1 B3     # what changed between two builds, in words
   bitexact history h200 --history result/history.jsonl --recipe-name qwen3.8-27b-exact""",
     "bench": """examples:
   bitexact bench sglang+http://127.0.0.1:30000 --lengths 640,2200,128k \\

@@ -13,15 +13,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bitexact import strictjson
 from bitexact.errors import UsageError
-from bitexact.files import append_line, dumps, read_text
+from bitexact.files import append_line, dumps, path_state, read_text
 from bitexact.results import flatten, run_key
 
 KIND = "bitexact-history"
 SCHEMA = 1
 FILE_NAME = "history.jsonl"
-# Identity fields that say where an engine is, not what it computes.
-WHERE_FIELDS = ("url",)
+# Identity fields that say where an engine is or when it started, not what it computes.
+WHERE_FIELDS = ("url", "started")
 
 
 def history_path(golden_file: Path) -> Path:
@@ -35,11 +36,10 @@ def read_build_info(path: Path | None) -> dict[str, str]:
         return {}
     text = read_text(path, "--build-info", "the JSON `bitexact-server --build-info` prints")
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
+        data = strictjson.loads(text)
+    except strictjson.StrictJSONError as error:
         raise UsageError(
-            f"--build-info {path}: not JSON ({error.msg} at line {error.lineno}); "
-            "write it with `bitexact-server --build-info > FILE`"
+            f"--build-info {path}: {error}; write it with `bitexact-server --build-info > FILE`"
         ) from None
     if not isinstance(data, dict) or not all(isinstance(v, str | int | float | bool) for v in data.values()):
         raise UsageError(
@@ -137,27 +137,112 @@ def append(path: Path, line: dict[str, Any]) -> None:
     )
 
 
+VERDICTS = ("RECORDED", "EQUAL", "DIFFERENT")
+
+
+def _is(value: Any, *kinds: type) -> bool:
+    return isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+
+
+def shape_problem(item: Any) -> str | None:
+    """Why a line of the right kind is not of the shape the history page reads, in words; None when it
+    is. A history is evidence, not a gate: such a line is skipped and named, never fatal."""
+    if not isinstance(item, dict) or item.get("kind") != KIND or item.get("schema") != SCHEMA:
+        return "not a history line"
+    for key, kinds in (("at", (str,)), ("card", (str,)), ("recipe", (str,)), ("variant", (str,)),
+                       ("engine", (str,)), ("prompts", (int,)), ("equal", (int,)),
+                       ("tokens_differ", (int,))):  # fmt: skip
+        if not _is(item.get(key), *kinds):
+            return f"'{key}' is {json.dumps(item.get(key))}"
+    if item.get("verdict") not in VERDICTS:
+        return f"'verdict' is {json.dumps(item.get('verdict'))}, not one of {', '.join(VERDICTS)}"
+    build = item.get("build")
+    if not isinstance(build, dict) or not _is(build.get("label"), str):
+        return "'build' has no label"
+    parts = build.get("components")
+    if not isinstance(parts, dict) or not all(_is(v, str) for v in parts.values()):
+        return "'build.components' is not an object of names to strings"
+    golden = item.get("golden")
+    if not isinstance(golden, dict) or not all(
+        golden.get(k) is None or _is(golden.get(k), str) for k in ("path", "digest", "recorded", "build")
+    ):
+        return "'golden' is not an object of path, digest, recorded and build"
+    touched = item.get("touched")
+    if not isinstance(touched, list) or not all(_is(t, str) for t in touched):
+        return "'touched' is not a list of prompt ids"
+    first = item.get("first_divergence")
+    if first is not None and not (
+        isinstance(first, dict)
+        and _is(first.get("prompt"), str)
+        and _is(first.get("position"), int)
+        and (first.get("differs_in") is None or _is(first.get("differs_in"), str))
+        and (first.get("margin") is None or _is(first.get("margin"), int, float))
+    ):
+        return "'first_divergence' is not an object of prompt, position, differs_in and margin"
+    return None
+
+
 def load(path: Path) -> list[dict[str, Any]]:
     """Every readable line of a history, in the order written. A torn last line (a crash mid-write) and
-    unreadable lines are skipped, each named on stderr."""
+    lines that are not history lines of the shape this bitexact reads are skipped, each named on
+    stderr."""
     text = read_text(path, "--history", "a history.jsonl written by `bitexact golden check`")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    elif lines:
+    if text and not text.endswith("\n"):
         print(f"bitexact: {path}: the last line is torn (a crash mid-write); it is skipped", file=sys.stderr)
-        lines.pop()
+        text = text[: text.rfind("\n") + 1]
     found = []
-    for number, line in enumerate(lines, 1):
+    for number, line in strictjson.lines(text):
         try:
-            item = json.loads(line)
-        except json.JSONDecodeError:
+            item = strictjson.loads(line)
+        except strictjson.StrictJSONError:
             item = None
-        if not isinstance(item, dict) or item.get("kind") != KIND or item.get("schema") != SCHEMA:
-            print(f"bitexact: {path}:{number}: not a history line; skipped", file=sys.stderr)
+        why = shape_problem(item)
+        if why is not None:
+            print(f"bitexact: {path}:{number}: {why}; skipped", file=sys.stderr)
             continue
         found.append(item)
     return found
+
+
+def check_target(path: Path, golden_file: Path) -> None:
+    """A history line may go to `path`: not the golden itself, not a directory, not a file that holds
+    anything but history lines (a golden, a results file). Checked before a run, so that a golden is
+    never written by a run that then cannot append its line."""
+    if path.absolute() == golden_file.absolute() or (
+        path.exists() and golden_file.exists() and path.samefile(golden_file)
+    ):
+        raise UsageError(
+            f"--history {path} is the golden itself: a history line appended to it would corrupt it; "
+            f"give the history its own file (default: {history_path(golden_file)})"
+        )
+    state = path_state(path)
+    if state == "missing":
+        if path_state(path.parent) not in ("directory", "missing"):
+            raise UsageError(f"--history {path}: its folder {path.parent} is {path_state(path.parent)}")
+        return
+    if state != "file":
+        raise UsageError(
+            f"--history {path} is {'a directory' if state == 'directory' else state}; give the history "
+            f"file (e.g. {path / FILE_NAME if state == 'directory' else FILE_NAME})"
+        )
+    text = read_text(path, "--history", "a history.jsonl written by `bitexact golden check`")
+    first = next(iter(strictjson.lines(text)), None)
+    if first is None:
+        return
+    try:
+        item = strictjson.loads(first[1])
+    except strictjson.StrictJSONError:
+        item = None
+    if not isinstance(item, dict) or item.get("kind") != KIND:
+        what = (
+            f"a {item['kind']} file"
+            if isinstance(item, dict) and isinstance(item.get("kind"), str)
+            else ("not a history")
+        )
+        raise UsageError(
+            f"--history {path} is {what} (its first line is no history line): a history line appended "
+            "to it would corrupt it; give a history file, or a new one"
+        )
 
 
 def component_changes(old: dict[str, str], new: dict[str, str]) -> list[tuple[str, str | None, str | None]]:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import random
 
+from bitexact.argv import MAX_TOKENS
 from bitexact.errors import UsageError
 from bitexact.prompts import Prompt, Tokenizer, default_battery
-
-MAX_TOKENS = 1 << 20
 
 
 def _corpus(seed: int) -> str:

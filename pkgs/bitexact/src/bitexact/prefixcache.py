@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bitexact.engines.spec import EngineSpec
+from bitexact.errors import EngineError
 from bitexact.generation import Generation
 
 FLUSH_WAIT_S = 30  # how long SGLang may wait for the server to go idle before it flushes
@@ -33,14 +34,36 @@ FLUSH_PATHS = {"sglang": ("/flush_cache",), "openai": ("/reset_prefix_cache", "/
 ABSENT = (404, 405, 501)  # no such endpoint on this server: not asked again
 
 
+def prompt_tokens(gen: Generation) -> int | None:
+    """The prompt's length in tokens as the server reports it (SGLang's `meta_info.prompt_tokens`, the
+    OpenAI API's `usage.prompt_tokens`); None where it reports none."""
+    usage = gen.meta.get("usage")
+    counted = gen.meta.get("prompt_tokens")
+    if counted is None and isinstance(usage, dict):
+        counted = usage.get("prompt_tokens")
+    return counted if isinstance(counted, int) and not isinstance(counted, bool) else None
+
+
 def cached_tokens(gen: Generation) -> int | None:
-    """Prompt tokens the answer says came from the cache; None where the answer carries no count."""
+    """Prompt tokens the answer says came from the cache; None where the answer carries no count. A count
+    that is none (`true`, `-3`, `"5"`, more than the prompt's tokens) is an engine error, never read as a
+    hit or as none: a warm pass would count on it, a cold pass be taken as computed afresh."""
     count = gen.meta.get("cached_tokens")
     if count is None:
         usage = gen.meta.get("usage")
         details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
         count = details.get("cached_tokens") if isinstance(details, dict) else None
-    return count if isinstance(count, int) and not isinstance(count, bool) else None
+    if count is None:
+        return None
+    bound = prompt_tokens(gen)
+    whole = isinstance(count, int) and not isinstance(count, bool)
+    if not whole or count < 0 or (bound is not None and count > bound):
+        of = f" of its {bound} prompt tokens" if bound is not None else ""
+        raise EngineError(
+            f"prompt {gen.prompt_id!r}: the server reports {str(count)[:40]!r} cached prompt tokens{of}: "
+            "not a count of them (a whole number from 0 to the prompt's length); no pass can count on it"
+        )
+    return count
 
 
 def server_root(spec: EngineSpec) -> str:

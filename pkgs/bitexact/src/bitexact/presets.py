@@ -4,13 +4,15 @@ each side must (or must not) speculate, and client-side settings such as request
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bitexact import strictjson
+from bitexact.argv import MAX_IN_FLIGHT
 from bitexact.errors import UsageError
-from bitexact.files import read_text
+from bitexact.files import env_value, read_text
+from bitexact.names import checked_name
 
 LONG_LENGTHS = (16384, 65536, 131072)  # "3/3 prompts up to 128k tokens"
 BENCH_LENGTHS = (640, 2200, 131072)  # the recipe's single-stream decode figures
@@ -33,26 +35,78 @@ class Preset:
     description: str
 
 
-def load_recipe(path: str | None) -> dict[str, Any]:
-    path = path or os.environ.get("BITEXACT_RECIPE")
-    if not path:
+VARIANT_KEYS = frozenset({"description", "speculative", "unset", "set", "env", "client"})  # the launcher's
+CLIENT_KEYS = frozenset({"inflight"})
+
+
+def recipe_path(path: str | None) -> Path:
+    """--recipe, else $BITEXACT_RECIPE (checked for characters a file name would not hold)."""
+    chosen = path or env_value("BITEXACT_RECIPE")
+    if not chosen:
         raise UsageError(
             "presets need the recipe: pass --recipe nix/recipes/<name>.json (or set BITEXACT_RECIPE)"
         )
-    p = Path(path)
+    return Path(chosen)
+
+
+def load_recipe(path: str | None) -> dict[str, Any]:
+    """The recipe file, read strictly: standard JSON without a key given twice (which of two `no-spec`
+    variants is meant?), a known schema, a name and variant names that can name files, and every field
+    bitexact reads of the type it must have. Fields bitexact does not read are the launcher's."""
+    p = recipe_path(path)
     text = read_text(p, "--recipe", "a recipe JSON file (nix/recipes/<name>.json)")
     try:
-        recipe = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--recipe {p}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        recipe = strictjson.loads(text)
+    except strictjson.StrictJSONError as exc:
+        raise UsageError(f"--recipe {p}: {exc}") from None
     if not isinstance(recipe, dict) or not isinstance(recipe.get("variants"), dict) or "name" not in recipe:
         raise UsageError(f"--recipe {p}: no 'name' or 'variants'; is this a recipe file?")
-    if recipe.get("schema") not in RECIPE_SCHEMAS:
+    schema = recipe.get("schema")
+    if isinstance(schema, bool) or schema not in RECIPE_SCHEMAS:
         raise UsageError(
-            f"--recipe {p}: schema {recipe.get('schema')!r} is not one this bitexact reads "
+            f"--recipe {p}: schema {schema!r} is not one this bitexact reads "
             f"({list(RECIPE_SCHEMAS)}); use a bitexact as new as the recipe"
         )
+    checked_name(recipe["name"], f"--recipe {p}: the recipe's name")
+    for name, variant in recipe["variants"].items():
+        _check_variant(p, name, variant)
+    if "reference" in recipe and not isinstance(recipe["reference"], dict):
+        raise UsageError(f"--recipe {p}: 'reference' must be an object (the author's figures)")
     return recipe
+
+
+def _check_variant(path: Path, name: str, variant: Any) -> None:
+    where = f"--recipe {path}: variant {name!r}"
+    checked_name(name, f"--recipe {path}: the variant name")
+    if not isinstance(variant, dict):
+        raise UsageError(f"{where} must be an object, not {type(variant).__name__}")
+    unknown = sorted(set(variant) - VARIANT_KEYS)
+    if unknown:
+        raise UsageError(f"{where} has unknown keys {unknown}; allowed: {sorted(VARIANT_KEYS)}")
+    expected = {
+        "description": str,
+        "speculative": bool,
+        "set": dict,
+        "env": dict,
+        "unset": list,
+        "client": dict,
+    }
+    for key, kind in expected.items():
+        if key in variant and not isinstance(variant[key], kind):
+            raise UsageError(
+                f"{where}: '{key}' must be {'true or false' if kind is bool else 'a ' + kind.__name__}, "
+                f"not {json.dumps(variant[key])}"
+            )
+    client = variant.get("client", {})
+    unknown = sorted(set(client) - CLIENT_KEYS)
+    if unknown:
+        raise UsageError(f"{where}: 'client' has unknown keys {unknown}; allowed: {sorted(CLIENT_KEYS)}")
+    inflight = client.get("inflight", 1)
+    if isinstance(inflight, bool) or not isinstance(inflight, int) or not 1 <= inflight <= MAX_IN_FLIGHT:
+        raise UsageError(
+            f"{where}: 'client.inflight' must be a whole number from 1 to {MAX_IN_FLIGHT}, "
+            f"not {json.dumps(inflight)}"
+        )
 
 
 def _side(recipe: dict[str, Any], name: str) -> Side:

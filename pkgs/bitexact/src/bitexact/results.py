@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bitexact import strictjson
 from bitexact.files import append_line, dumps
 from bitexact.generation import Generation
 from bitexact.prompts import Prompt
@@ -99,10 +100,10 @@ class ResultStore:
         data = self.path.read_bytes()
         if data and not data.endswith(b"\n"):
             data = self._cut_torn_tail(data)
-        lines = data.decode("utf-8", errors="replace").splitlines()
+        lines = strictjson.lines(data.decode("utf-8", errors="replace"))
         try:
-            header = json.loads(lines[0]) if lines else None
-        except json.JSONDecodeError:
+            header = strictjson.loads(lines[0][1]) if lines else None
+        except strictjson.StrictJSONError:
             header = None
         if not isinstance(header, dict) or header.get("kind") != KIND:
             if lines:
@@ -115,13 +116,11 @@ class ResultStore:
             self._replace_file("made by another engine identity or settings (" + "; ".join(changes) + ")")
             return {}
         found: dict[str, Any] = {}
-        for number, line in enumerate(lines[1:], 2):
-            if not line.strip():
-                continue
+        for number, line in lines[1:]:
             try:
-                row = json.loads(line)
+                row = strictjson.loads(line)
                 item, payload = str(row["id"]), row[field]
-            except (json.JSONDecodeError, KeyError, TypeError):
+            except (strictjson.StrictJSONError, KeyError, TypeError):
                 _say(f"{self.path}:{number}: unreadable line skipped; its prompt is redone")
                 continue
             if row.get("run") == self.key and digests.get(item) == row.get("prompt_digest"):
@@ -144,8 +143,8 @@ class ResultStore:
         for item, payload in rows.items():
             try:
                 done[item] = Generation.from_json(payload)
-            except (KeyError, TypeError, ValueError):
-                _say(f"{self.path}: the stored result of {item!r} is unreadable; it is redone")
+            except (KeyError, TypeError, ValueError) as error:
+                _say(f"{self.path}: the stored result of {item!r} is unreadable ({error}); it is redone")
         return done
 
     def append(self, prompt: Prompt, generation: Generation) -> None:

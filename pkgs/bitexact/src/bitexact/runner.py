@@ -6,9 +6,10 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 
+from bitexact.answers import non_finite, problem
 from bitexact.engines.base import Engine, Settings
 from bitexact.errors import EngineError
-from bitexact.generation import Generation, non_finite
+from bitexact.generation import Generation
 from bitexact.progress import Progress
 from bitexact.prompts import Prompt
 from bitexact.results import ResultStore
@@ -37,6 +38,42 @@ def _finish(it: Iterator[Generation], save: Callable[[Generation], None]) -> Non
         pass
 
 
+def refusal(generation: Generation, settings: Settings) -> str | None:
+    """Why an engine's answer is refused (answers.py), in the words of an engine error; None if kept."""
+    bad = non_finite(generation)
+    if bad is not None:
+        return (
+            f"prompt {generation.prompt_id!r}, {bad}: the engine's numerics are broken (NaN or infinity "
+            "where a logprob belongs), so nothing of this prompt is stored or recorded; check the card, "
+            "the weights and the dtype"
+        )
+    bad = problem(generation, settings)
+    if bad is not None:
+        return (
+            f"prompt {generation.prompt_id!r}: {bad}; an answer not compared in full never counts as "
+            "equal, so nothing of this prompt is stored or recorded (asked: "
+            f"{settings.max_new_tokens} tokens, each with its logprob and the top-{settings.top_logprobs} "
+            "alternatives)"
+        )
+    return None
+
+
+def _kept(done: dict[str, Generation], settings: Settings, where: str) -> dict[str, Generation]:
+    """Stored results that pass the gate (a file written by an older bitexact, or edited, may hold
+    others); those that do not are redone."""
+    kept = {}
+    for item, generation in done.items():
+        bad = problem(generation, settings)
+        if bad is None:
+            kept[item] = generation
+        else:
+            print(
+                f"bitexact: {where}: the stored result of {item!r} is refused ({bad}); it is redone",
+                file=sys.stderr,
+            )
+    return kept
+
+
 def run_battery(
     engine: Engine,
     prompts: list[Prompt],
@@ -47,8 +84,10 @@ def run_battery(
     before_group: Callable[[list[Prompt]], None] | None = None,
 ) -> list[Generation]:
     """`groups`: the prompts run together, in order (default: fixed chunks of the engine's group size);
-    `before_group` runs before each group that has a prompt left to run (a cache flush, say)."""
-    done = store.load(prompts) if store else {}
+    `before_group` runs before each group that has a prompt left to run (a cache flush, say). Stored
+    results and new answers alike pass the answer check (answers.py): a refused stored one is redone, a
+    refused new one is an engine error."""
+    done = _kept(store.load(prompts), settings, str(store.path)) if store else {}
     by_id = {p.id: p for p in prompts}
     bar = Progress(label, len(prompts))
     if done:
@@ -57,13 +96,9 @@ def run_battery(
     def save(generation: Generation) -> None:
         if generation.prompt_id in done or generation.prompt_id not in by_id:
             return
-        bad = non_finite(generation)
+        bad = refusal(generation, settings)
         if bad is not None:
-            raise EngineError(
-                f"prompt {generation.prompt_id!r}, {bad}: the engine's numerics are broken (NaN or infinity "
-                "where a logprob belongs), so nothing of this prompt is stored or recorded; check the card, "
-                "the weights and the dtype"
-            )
+            raise EngineError(bad)
         if store is not None:
             store.append(by_id[generation.prompt_id], generation)
         done[generation.prompt_id] = generation

@@ -22,6 +22,19 @@ def divergence_context(a: Generation, b: Generation, position: int, tokenizer: T
     }
 
 
+def compared(comps: list[dict[str, Any]], settings: dict[str, Any], unit: str = "prompt") -> dict[str, Any]:
+    """What a verdict is over: the positions compared (every one holds a token id, a logprob and the
+    requested top-k on both sides: answers.py refused any answer that does not), and whether the
+    alternatives were compared by id or, where a server names them by text, by their logprobs only."""
+    return {
+        "answers": len(comps),  # pairs of answers compared: prompts (parity, golden check) or repeats
+        "unit": unit,
+        "positions": sum(c["positions"] for c in comps),
+        "top_k": settings["top_logprobs"],
+        "alternatives": "logprobs" if any(c["alternatives_by_text"] for c in comps) else "ids and logprobs",
+    }
+
+
 def comparison_summary(
     *,
     verb: str,
@@ -45,6 +58,7 @@ def comparison_summary(
         "a": a,
         "b": b,
         "settings": settings,
+        "compared_values": compared(comps, settings),
         "prompts": len(comps),
         "equal": sum(c["equal"] for c in comps),
         "differ": sum(not c["equal"] for c in comps),

@@ -9,16 +9,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-from pathlib import Path
 from typing import Any
 
-from bitexact.commands.common import (
-    count,
-    emit,
-    keyed_store,
-    parse_lengths,
-    write_reports,
-)
+from bitexact.argv import MAX_RUNS, MAX_SEED, MAX_TOKENS, MAX_VOCAB, count, parse_lengths
+from bitexact.commands.common import add_out_options, emit, keyed_store, write_reports
 from bitexact.engines.base import Timing
 from bitexact.engines.factory import open_engine
 from bitexact.engines.spec import parse_engine
@@ -43,25 +37,26 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--recipe", help="recipe JSON: its reference figures are printed alongside")
     p.add_argument(
         "--new-tokens",
-        type=count(2),
+        type=count(2, MAX_TOKENS),
         default=256,
         help="tokens generated per timed run (decode t/s is over them)",
     )
-    p.add_argument("--warmup", type=count(0), default=1, help="untimed runs before the timed ones")
-    p.add_argument("--runs", type=count(1), default=1, help="timed runs per length (the median is reported)")
+    p.add_argument("--warmup", type=count(0, MAX_RUNS), default=1, help="untimed runs before the timed ones")
+    p.add_argument(
+        "--runs", type=count(1, MAX_RUNS), default=1, help="timed runs per length (the median is reported)"
+    )
     p.add_argument("--tokenizer", help="a local tokenizer folder or 'bytes' (prompts become real text)")
-    p.add_argument("--vocab-size", type=count(2), help="without a tokenizer: random ids below this")
-    p.add_argument("--seed", type=int, default=0, help="seed of the prompt generator")
+    p.add_argument(
+        "--vocab-size", type=count(2, MAX_VOCAB), help="without a tokenizer: random ids below this"
+    )
+    p.add_argument("--seed", type=count(0, MAX_SEED), default=0, help="seed of the prompt generator")
     p.add_argument(
         "--allow-short",
         action="store_true",
         help="keep runs in which the server returned fewer than --new-tokens tokens (flagged in the "
         "report); without it such a run is an error, since t/s over a short answer is not comparable",
     )
-    p.add_argument(
-        "--out", type=Path, default=Path("bitexact-out"), help="timings (JSONL, resumable) and reports"
-    )
-    p.add_argument("--json", action="store_true", help="print a machine-readable summary on stdout")
+    add_out_options(p, "timings (JSONL, resumable) and reports")
     p.set_defaults(run=run)
 
 
@@ -118,7 +113,7 @@ def _measure(
 
 def run(args: argparse.Namespace) -> int:
     parse_engine(args.engine)  # a malformed engine string fails before any prompt is built
-    lengths = parse_lengths(args.lengths) if args.lengths else list(BENCH_LENGTHS)
+    lengths = parse_lengths(args.lengths, MAX_TOKENS) if args.lengths else list(BENCH_LENGTHS)
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
     reference = load_recipe(args.recipe)["reference"] if args.recipe else None
     # Prompts first: a usage error should not wait for a server or a model to load.

@@ -12,6 +12,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bitexact import runs
+from bitexact.argv import (
+    MAX_PROMPTS,
+    MAX_SEED,
+    MAX_TOKENS,
+    MAX_TOP_LOGPROBS,
+    MAX_VOCAB,
+    count,
+    parse_lengths,
+)
 from bitexact.engines.base import Engine, Settings
 from bitexact.engines.factory import open_engine
 from bitexact.engines.spec import parse_engine
@@ -34,38 +44,11 @@ from bitexact.runner import run_battery
 DEFAULT_MAX_NEW_TOKENS = 64
 DEFAULT_TOP_LOGPROBS = 5
 # Identity fields that describe where or how an engine was reached, not what it computes: they show in
-# reports but key no results (the URL names the results file; the launch command repeats the port).
-REPORT_ONLY = ("url", "launch_command")
-
-
-def count(minimum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number >= minimum (a bad one is a usage error, exit 2)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be {minimum} or more, not {value}")
-        return value
-
-    parse.__name__ = f"number >= {minimum}"
-    return parse
-
-
-def parse_lengths(text: str) -> list[int]:
-    out = []
-    for part in text.split(","):
-        part = part.strip().lower()
-        scale = 1024 if part.endswith("k") else 1
-        try:
-            out.append(int(float(part.rstrip("k")) * scale))
-        except ValueError:
-            raise UsageError(f"lengths {text!r}: use numbers like 640,2200,128k") from None
-    if any(n < 1 for n in out):
-        raise UsageError(f"lengths {text!r}: every length must be 1 token or more")
-    return out
+# reports but key no results (the URL names the results file; the launch command repeats the port; a
+# restart changes the start time, and a restarted server computes the same).
+REPORT_ONLY = ("url", "launch_command", "started")
+# The verb whose results a results file's tag names (runs.py keeps one command per verb in an --out).
+TAG_VERBS = {"A": "parity", "B": "parity", "golden": "golden-record", "check": "golden-check"}
 
 
 def _engine_tokenizer(engines: list[str]) -> Tokenizer | None:
@@ -89,7 +72,7 @@ def resolve_prompts(
     args: argparse.Namespace, engines: list[str], long_lengths: list[int] | None = None
 ) -> list[Prompt]:
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
-    lengths = parse_lengths(args.long) if getattr(args, "long", None) else long_lengths
+    lengths = parse_lengths(args.long, MAX_TOKENS) if getattr(args, "long", None) else long_lengths
     if args.prompts and lengths:
         raise UsageError("give either --prompts or --long, not both")
     if lengths:
@@ -172,7 +155,15 @@ def keyed_store(
             "another build's on this address: use a fresh --out after changing the server",
             file=sys.stderr,
         )
-    key = {"engine": spec.canonical, "identity": identity_key(identity), "settings": settings, **extra}
+    # The command that holds --out (runs.py) keys the rows too: they were made in its company (its
+    # prompt list and grouping), and a file of another command's rows is never resumed from.
+    key = {
+        "engine": spec.canonical,
+        "identity": identity_key(identity),
+        "settings": settings,
+        "command": runs.claimed_digest(out, TAG_VERBS.get(tag, tag)),
+        **extra,
+    }
     return ResultStore(results_path(out, tag, raw), {**key, "tag": tag})
 
 
@@ -204,7 +195,7 @@ def finite_or_text(value: Any) -> Any:
     return value
 
 
-def add_prompt_options(p: argparse.ArgumentParser) -> None:
+def add_prompt_options(p: argparse.ArgumentParser, force: str | None = None) -> None:
     p.add_argument(
         "--prompts",
         help="JSONL prompts ({'id', 'input_ids'} or {'id', 'text'}); default: the shipped battery",
@@ -212,25 +203,43 @@ def add_prompt_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--long", help="long prompts instead, comma-separated lengths in tokens (e.g. 16k,64k,128k)"
     )
-    p.add_argument("--limit", type=count(1), help="use only the first N prompts")
+    p.add_argument("--limit", type=count(1, MAX_PROMPTS), help="use only the first N prompts")
     p.add_argument(
         "--tokenizer",
         help="a local tokenizer folder, or 'bytes': tokenizes text prompts on the client and decodes the "
         "text around divergences in reports",
     )
     p.add_argument(
-        "--vocab-size", type=count(2), help="long prompts without a tokenizer: draw ids below this"
+        "--vocab-size",
+        type=count(2, MAX_VOCAB),
+        help="long prompts without a tokenizer: draw ids below this",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the long-prompt generator")
+    p.add_argument("--seed", type=count(0, MAX_SEED), default=0, help="seed of the long-prompt generator")
     p.add_argument(
         "--max-new-tokens",
-        type=count(1),
+        type=count(1, MAX_TOKENS),
         help=f"tokens generated per prompt (default: {DEFAULT_MAX_NEW_TOKENS})",
     )
     p.add_argument(
-        "--top-logprobs", type=count(2), help=f"alternatives per position (default: {DEFAULT_TOP_LOGPROBS})"
+        "--top-logprobs",
+        type=count(2, MAX_TOP_LOGPROBS),
+        help=f"alternatives per position (default: {DEFAULT_TOP_LOGPROBS})",
     )
+    add_out_options(p, "results (JSONL, resumable) and reports", force or FORCE_HELP)
+
+
+FORCE_HELP = (
+    "start over in an --out that holds another command's run (that run is moved aside into "
+    "OUT/replaced/, never deleted)"
+)
+
+
+def add_out_options(p: argparse.ArgumentParser, contents: str, force: str = FORCE_HELP) -> None:
+    """--out (one command's folder: runs.py), --force and --json, as every verb takes them."""
     p.add_argument(
-        "--out", type=Path, default=Path("bitexact-out"), help="results (JSONL, resumable) and reports"
+        "--out",
+        type=Path,
+        help=f"{contents} (default: bitexact-out/VERB-DIGEST, a folder of this command's own)",
     )
+    p.add_argument("--force", action="store_true", help=force)
     p.add_argument("--json", action="store_true", help="print a machine-readable summary on stdout")

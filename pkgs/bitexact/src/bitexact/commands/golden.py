@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from bitexact import __version__, history
+from bitexact.argv import MAX_IN_FLIGHT, count
 from bitexact.commands.common import (
     add_prompt_options,
-    count,
     emit,
     report_tokenizer,
     resolve_prompts,
@@ -27,18 +26,32 @@ from bitexact.commands.parity import write_comparison
 from bitexact.engines.base import Settings
 from bitexact.engines.spec import parse_engine
 from bitexact.errors import GoldenError, UsageError
+from bitexact.files import env_path, env_value
 from bitexact.generation import Generation
-from bitexact.golden import Golden, build_record, golden_path, load_golden, write_record
+from bitexact.golden import (
+    Golden,
+    build_record,
+    golden_path,
+    load_golden,
+    replaceable,
+    stored_settings,
+    write_record,
+)
 from bitexact.helptext import ENGINE, EXAMPLES, HelpFormatter, verb_parser
 from bitexact.identity import CPU, detect_card, gpu_info, known_card_slugs, model_mismatch
+from bitexact.names import checked_name, name_option
 from bitexact.presets import _side, load_recipe
 from bitexact.prompts import Prompt
+from bitexact.report.fmt import compared_text
 from bitexact.report.html import record_html
 from bitexact.report.markdown import record_markdown
 from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
 from bitexact.summary import comparison_summary
 
-SLUG = re.compile(r"[a-z0-9][a-z0-9._-]*")
+RECORD_FORCE = (
+    "replace an existing golden; also start over in an --out that holds another command's run (moved "
+    "aside into OUT/replaced/)"
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -52,12 +65,17 @@ def add_parser(sub: Any) -> None:
         q.add_argument("engine", help=ENGINE)
         q.add_argument(
             "--card",
+            type=name_option,
             help="slug of the card the engine runs on (default: this machine's GPU, for engines in process "
             "or on 127.0.0.1; required for a server elsewhere, or where no GPU is visible)",
         )
         q.add_argument("--recipe", help="recipe JSON: its name keys the golden (default: $BITEXACT_RECIPE)")
-        q.add_argument("--recipe-name", help="key goldens by this name instead of a recipe file's")
-        q.add_argument("--variant", default="recipe", help="the recipe variant the server runs")
+        q.add_argument(
+            "--recipe-name", type=name_option, help="key goldens by this name instead of a recipe file's"
+        )
+        q.add_argument(
+            "--variant", type=name_option, default="recipe", help="the recipe variant the server runs"
+        )
         q.add_argument(
             "--spec", choices=REQUIREMENTS, help="must the engine speculate? (default: from the variant)"
         )
@@ -70,14 +88,12 @@ def add_parser(sub: Any) -> None:
         q.add_argument("--golden", type=Path, help="the golden file itself (overrides --golden-dir)")
         q.add_argument(
             "--build-id",
-            default=os.environ.get("BITEXACT_BUILD_ID"),
             help="a name for this build in the history, e.g. `git rev-parse HEAD` of the flake "
             "(default: $BITEXACT_BUILD_ID)",
         )
         q.add_argument(
             "--build-info",
             type=Path,
-            default=os.environ.get("BITEXACT_BUILD_INFO") or None,
             help="the server's build as `bitexact-server --build-info` prints it (SGLang, its patch series "
             "and tree digest, DeepGEMM, torch, triton, the server's store path); the history diffs "
             "builds by it (default: $BITEXACT_BUILD_INFO)",
@@ -93,13 +109,12 @@ def add_parser(sub: Any) -> None:
         )
         q.add_argument(
             "--inflight",
-            type=count(1),
+            type=count(1, MAX_IN_FLIGHT),
             default=1,
             help="requests in flight at once (HTTP engines); a capacity check sends many, so that the "
             "server batches them",
         )
         if name == "record":
-            q.add_argument("--force", action="store_true", help="replace an existing golden")
             q.add_argument(
                 "--new-card",
                 action="store_true",
@@ -113,22 +128,15 @@ def add_parser(sub: Any) -> None:
                 help="compare even when the server names another model or revision than the golden "
                 "(same weights under another path, say); the mismatch is still shown in the report",
             )
-        add_prompt_options(q)
+        add_prompt_options(q, force=RECORD_FORCE if name == "record" else None)
         q.set_defaults(run=record if name == "record" else check)
-
-
-def checked_slug(slug: str, option: str) -> str:
-    """A card slug as goldens are keyed by it (a directory name: no path in it)."""
-    if not SLUG.fullmatch(slug):
-        raise UsageError(f"{option} {slug!r}: a card slug is lowercase letters, digits, '.', '_' or '-'")
-    return slug
 
 
 def card_of(args: argparse.Namespace) -> str:
     """The card the engine computes on. Never guessed: a server elsewhere runs on a card this machine
     cannot see (SGLang's /server_info names none), and a machine without a GPU cannot name one."""
     if args.card:
-        return checked_slug(args.card, "--card")
+        return str(args.card)
     spec = parse_engine(args.engine)
     if spec.kind == "hf" and spec.params.get("device", "cpu") == "cpu":
         return "cpu"
@@ -138,7 +146,7 @@ def card_of(args: argparse.Namespace) -> str:
             "server does not report it; pass --card SLUG, the slug of the server's card (e.g. h200, "
             "rtx-pro-6000-blackwell)"
         )
-    card = detect_card()
+    card = checked_name(detect_card(), "this machine's card slug")
     if card == CPU:  # detect_card's answer where no NVIDIA GPU is visible
         raise UsageError(
             f"no NVIDIA GPU is visible on this machine, so the card behind {args.engine!r} is unknown "
@@ -153,9 +161,9 @@ def golden_dir_of(args: argparse.Namespace) -> Path:
     checks/golden made up in whatever directory one happens to be in."""
     if args.golden_dir:
         return args.golden_dir
-    recipe = args.recipe or os.environ.get("BITEXACT_RECIPE")
+    recipe = args.recipe or env_value("BITEXACT_RECIPE")
     if recipe:
-        where = Path(recipe).resolve()
+        where = Path(os.path.realpath(recipe))  # realpath: a link loop is read (and named) later
         root = where.parents[2] if len(where.parents) > 2 else where.parent
         if (
             where.parent.name == "recipes"
@@ -177,7 +185,7 @@ def _key(args: argparse.Namespace) -> tuple[str, str, str]:
     spec = args.spec or "any"
     if args.recipe_name:
         name = args.recipe_name
-    elif args.recipe or os.environ.get("BITEXACT_RECIPE"):
+    elif args.recipe or env_value("BITEXACT_RECIPE"):
         recipe = load_recipe(args.recipe)
         name = recipe["name"]
         spec = args.spec or _side(recipe, args.variant).spec
@@ -213,7 +221,9 @@ def _components(
         gpu = {}
     elif gpu is None:
         gpu = gpu_info()
-    return history.components(identity, build_info, gpu, bitexact_version=__version__, build_id=args.build_id)
+    return history.components(
+        identity, build_info, gpu, bitexact_version=__version__, build_id=_build_id(args)
+    )
 
 
 def _golden_ref(path: Path, rec: dict[str, Any]) -> dict[str, Any]:
@@ -226,19 +236,30 @@ def _golden_ref(path: Path, rec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _append_history(args: argparse.Namespace, golden_file: Path, line: dict[str, Any]) -> None:
-    """The card's history beside its golden; a golden named by --golden (a scratch reference) keeps
-    none unless --history names one."""
+def _history_target(args: argparse.Namespace, golden_file: Path) -> Path | None:
+    """Where this run's history line goes, checked before anything runs (a history that cannot take the
+    line must not fail the run after the golden is written): the card's history beside its golden; a
+    golden named by --golden (a scratch reference) keeps none unless --history names one."""
     if args.no_history:
-        return
+        return None
     if args.history is None and args.golden is not None:
         print(
             "bitexact: no history line written: --golden names a file, not a card's golden "
             "(pass --history FILE to keep one)",
             file=sys.stderr,
         )
-        return
-    history.append(args.history or history.history_path(golden_file), line)
+        return None
+    target = args.history or history.history_path(golden_file)
+    history.check_target(target, golden_file)
+    return target
+
+
+def _build_info(args: argparse.Namespace) -> dict[str, str]:
+    return history.read_build_info(args.build_info or env_path("BITEXACT_BUILD_INFO"))
+
+
+def _build_id(args: argparse.Namespace) -> str | None:
+    return args.build_id or env_value("BITEXACT_BUILD_ID")
 
 
 def record(args: argparse.Namespace) -> int:
@@ -249,9 +270,11 @@ def record(args: argparse.Namespace) -> int:
         raise UsageError(
             f"golden {path} exists; pass --force to replace it (or --golden FILE to write elsewhere)"
         )
+    replaceable(path)
+    target = _history_target(args, path)
     settings = settings_of(args)
     prompts = resolve_prompts(args, [args.engine])
-    build_info = history.read_build_info(args.build_info)
+    build_info = _build_info(args)
     gens, identity = run_side(
         args.engine, prompts, settings, args.out, "golden", args.inflight, tokenizer=args.tokenizer
     )
@@ -263,7 +286,7 @@ def record(args: argparse.Namespace) -> int:
         "bitexact": __version__,
         "engine": args.engine,
         "engine_identity": identity,
-        "build_id": args.build_id,
+        "build_id": _build_id(args),
         "build": {"label": history.build_label(found), "components": found},
         "gpu": gpu,
         "spec": spec_summary(gens, spec),
@@ -278,12 +301,11 @@ def record(args: argparse.Namespace) -> int:
         generations=gens,
     )
     write_record(rec, path)
-    _append_history(
-        args, path, history.entry(
+    if target is not None:
+        history.append(target, history.entry(
             verdict="RECORDED", card=card, recipe=name, variant=args.variant, engine=args.engine,
             golden=_golden_ref(path, rec), found=found, summary=None, prompts=len(prompts),
-        ),
-    )  # fmt: skip
+        ))  # fmt: skip
     summary: dict[str, Any] = {
         "verb": "golden record",
         "title": f"golden record: card {card}, recipe {name}",
@@ -319,9 +341,7 @@ def record(args: argparse.Namespace) -> int:
 
 def _stored_settings(args: argparse.Namespace, golden_path_: Path, stored: dict[str, Any]) -> Settings:
     """The golden's settings; an option that asks for others is refused, never silently ignored."""
-    settings = Settings(
-        max_new_tokens=int(stored["max_new_tokens"]), top_logprobs=int(stored["top_logprobs"])
-    )
+    settings = stored_settings(stored)  # load_golden has checked them
     for option, given, recorded in (
         ("--max-new-tokens", args.max_new_tokens, settings.max_new_tokens),
         ("--top-logprobs", args.top_logprobs, settings.top_logprobs),
@@ -399,7 +419,8 @@ def check(args: argparse.Namespace) -> int:
     card, name, spec, golden = selected.card, selected.recipe, selected.spec, selected.golden
     settings, prompts, expected = selected.settings, selected.prompts, selected.expected
     vet = selected.vet(args.engine, args.allow_identity_mismatch)
-    build_info = history.read_build_info(args.build_info)
+    build_info = _build_info(args)
+    target = _history_target(args, golden.path)
     gens, identity = run_side(
         args.engine, prompts, settings, args.out, "check", args.inflight, tokenizer=args.tokenizer, vet=vet
     )
@@ -430,17 +451,16 @@ def check(args: argparse.Namespace) -> int:
     summary["reports"] = write_comparison(args.out, "golden-check", summary)
     verdict = "EQUAL" if summary["differ"] == 0 else "DIFFERENT"
     found = _components(args, identity, build_info, None)
-    _append_history(
-        args, golden.path, history.entry(
+    if target is not None:
+        history.append(target, history.entry(
             verdict=verdict, card=card, recipe=name, variant=args.variant, engine=args.engine,
             golden=_golden_ref(golden.path, golden.record), found=found, summary=summary,
             prompts=len(prompts),
-        ),
-    )  # fmt: skip
+        ))  # fmt: skip
     emit(
         summary,
         args.json,
         f"golden check: {verdict}: {summary['equal']}/{summary['prompts']} prompts equal to {golden.path}; "
-        f"report: {summary['reports'][1]}",
+        f"compared: {compared_text(summary['compared_values'])}; report: {summary['reports'][1]}",
     )
     return 0 if summary["differ"] == 0 else 1

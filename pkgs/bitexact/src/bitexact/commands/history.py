@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from bitexact import drift, history
-from bitexact.commands.common import emit, write_reports
-from bitexact.commands.golden import checked_slug, golden_dir_of
+from bitexact.buildchanges import in_words
+from bitexact.commands.common import add_out_options, emit, write_reports
+from bitexact.commands.golden import golden_dir_of
 from bitexact.errors import UsageError
 from bitexact.helptext import verb_parser
-from bitexact.report.fmt import text
+from bitexact.names import name_option
 from bitexact.report.history_page import history_html, history_markdown
 
 
@@ -20,7 +21,7 @@ def add_parser(sub: Any) -> None:
     p = verb_parser(
         sub, "history", help="a card's drift history as a page; the components between two builds"
     )
-    p.add_argument("card", help="the card slug, as the goldens are keyed (e.g. h200)")
+    p.add_argument("card", type=name_option, help="the card slug, as the goldens are keyed (e.g. h200)")
     p.add_argument(
         "--golden-dir",
         type=Path,
@@ -30,7 +31,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--recipe", help="a recipe file: the default --golden-dir is checks/golden of its repository"
     )
-    p.add_argument("--recipe-name", help="only the lines of this recipe (default: every recipe of the card)")
+    p.add_argument(
+        "--recipe-name",
+        type=name_option,
+        help="only the lines of this recipe (default: every recipe of the card)",
+    )
     p.add_argument(
         "--diff",
         nargs=2,
@@ -38,13 +43,11 @@ def add_parser(sub: Any) -> None:
         help="list the components that differ between two builds: B1, B2 ... (builds), 5 (the build of "
         "check 5) or a build label's prefix",
     )
-    p.add_argument("--out", type=Path, default=Path("bitexact-out"), help="where the page goes")
-    p.add_argument("--json", action="store_true", help="print the history as JSON instead of one line")
+    add_out_options(p, "where the page goes")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    checked_slug(args.card, "card")
     path = args.history or golden_dir_of(args) / args.card / history.FILE_NAME
     if not path.exists():
         raise UsageError(
@@ -61,8 +64,8 @@ def run(args: argparse.Namespace) -> int:
     stem = f"history-{args.card}"
     reports = write_reports(args.out, stem, history_markdown(found, compared), history_html(found, compared))
     if compared is not None and not args.json:
-        for name, a, b in compared["changes"]:
-            sys.stdout.write(f"{name}: {text(a)} -> {text(b)}\n")
+        for what, a, b in in_words(compared["changes"]):
+            sys.stdout.write(f"{what}: {a} -> {b}\n")
         if not compared["changes"]:
             sys.stdout.write(f"no component differs between {compared['a']} and {compared['b']}\n")
     summary = {
@@ -72,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         "lead": found.lead(),
         "builds": [{"name": b.name, "label": b.label, "checks": b.checks} for b in found.builds],
         "checks": [c.line for c in found.checks],
-        "diff": compared,
+        "diff": compared and {**compared, "in_words": in_words(compared["changes"])},
         "reports": reports,
     }
     emit(summary, args.json, f"history: {found.lead()} page: {reports[1]}")

@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from bitexact.argv import MAX_IN_FLIGHT, count
 from bitexact.commands.common import (
     add_prompt_options,
-    count,
     emit,
     report_tokenizer,
     resolve_prompts,
@@ -16,10 +16,14 @@ from bitexact.commands.common import (
     settings_of,
     write_reports,
 )
-from bitexact.engines.spec import parse_engine
+from bitexact.engines.factory import open_engine
+from bitexact.engines.instance import same_engine
+from bitexact.engines.spec import HTTP_KINDS, parse_engine
 from bitexact.errors import UsageError
 from bitexact.helptext import verb_parser
+from bitexact.names import name_option
 from bitexact.presets import LONG_LENGTHS, Side, load_recipe, make_preset
+from bitexact.report.fmt import compared_text
 from bitexact.report.html import comparison_html
 from bitexact.report.markdown import comparison_markdown
 from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
@@ -30,7 +34,11 @@ def add_parser(sub: Any) -> None:
     p = verb_parser(sub, "parity", help="compare two engines token by token, logprob by logprob")
     p.add_argument("a", help="engine A (e.g. the recipe's server)")
     p.add_argument("b", help="engine B (the reference, e.g. the no-spec server)")
-    p.add_argument("--preset", help="a recipe variant (recipe, forced-reject, inflight-8, ...) or 'long'")
+    p.add_argument(
+        "--preset",
+        type=name_option,
+        help="a recipe variant (recipe, forced-reject, inflight-8, ...) or 'long'",
+    )
     p.add_argument("--recipe", help="recipe JSON for presets (default: $BITEXACT_RECIPE)")
     p.add_argument(
         "--spec-a", choices=REQUIREMENTS, help="must A speculate? (default: the preset's, else any)"
@@ -38,9 +46,15 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--spec-b", choices=REQUIREMENTS, help="must B speculate? (default: the preset's, else any)"
     )
-    p.add_argument("--inflight-a", type=count(1), help="requests in flight on A (HTTP engines)")
-    p.add_argument("--inflight-b", type=count(1), help="requests in flight on B (HTTP engines)")
-    p.add_argument("--name", help="file name stem of the reports (default: parity or parity-PRESET)")
+    p.add_argument(
+        "--inflight-a", type=count(1, MAX_IN_FLIGHT), help="requests in flight on A (HTTP engines)"
+    )
+    p.add_argument(
+        "--inflight-b", type=count(1, MAX_IN_FLIGHT), help="requests in flight on B (HTTP engines)"
+    )
+    p.add_argument(
+        "--name", type=name_option, help="file name stem of the reports (default: parity or parity-PRESET)"
+    )
     p.add_argument(
         "--allow-same-engine",
         action="store_true",
@@ -49,6 +63,18 @@ def add_parser(sub: Any) -> None:
     )
     add_prompt_options(p)
     p.set_defaults(run=run)
+
+
+def probe_identity(raw: str) -> dict[str, Any] | None:
+    """What an HTTP engine says about itself (a few GETs, before any prompt runs); None for an engine in
+    process (loading a model twice to ask would cost minutes: its folder's real path tells instead)."""
+    if parse_engine(raw).kind not in HTTP_KINDS:
+        return None
+    engine = open_engine(raw)
+    try:
+        return engine.identity()
+    finally:
+        engine.close()
 
 
 def write_comparison(out: Path, stem: str, summary: dict[str, Any]) -> list[str]:
@@ -71,13 +97,12 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     prompts = resolve_prompts(args, [args.a, args.b], long_lengths)
     inflight_a, inflight_b = args.inflight_a or side_a.inflight, args.inflight_b or side_b.inflight
-    canonical = parse_engine(args.a).canonical
-    same = canonical == parse_engine(args.b).canonical
+    same = same_engine(args.a, probe_identity(args.a), args.b, probe_identity(args.b))
     # One server asked two ways (8 requests in flight against 1) is a batching check, and worth running;
     # one server asked the same way twice is a repeat, which parity would call EQUAL as if it proved more.
     if same and inflight_a == inflight_b and not args.allow_same_engine:
         raise UsageError(
-            f"A and B are the same engine ({canonical}), asked the same way: parity of "
+            f"A and B are the same engine ({args.a} and {args.b}: {same}), asked the same way: parity of "
             "an engine with itself proves nothing about the change under test; point B at the reference "
             "server, give --inflight-a/--inflight-b that differ (a batching check), or pass "
             "--allow-same-engine (then it is a repeat check, and the verdict says so)"
@@ -120,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         summary,
         args.json,
         f"parity: {verdict}: {summary['equal']}/{summary['prompts']} prompts equal "
-        f"({summary['tokens_differ']} differ in token ids); report: {summary['reports'][1]}",
+        f"({summary['tokens_differ']} differ in token ids); compared: "
+        f"{compared_text(summary['compared_values'])}; report: {summary['reports'][1]}",
     )
     return 0 if summary["differ"] == 0 else 1

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from bitexact.argv import MAX_IN_FLIGHT, MAX_REPEATS, count
 from bitexact.commands.common import (
     add_prompt_options,
-    count,
     emit,
     resolve_prompts,
     run_side,
@@ -19,16 +19,22 @@ from bitexact.engines.spec import parse_engine
 from bitexact.errors import UsageError
 from bitexact.helptext import ENGINE, verb_parser
 from bitexact.prompts import Prompt
+from bitexact.report.fmt import compared_text
 from bitexact.report.html import repeat_html
 from bitexact.report.markdown import repeat_markdown
+from bitexact.summary import compared
 
 
 def add_parser(sub: Any) -> None:
     p = verb_parser(sub, "repeat", help="run-to-run repeatability: the same requests N times")
     p.add_argument("engine", help=ENGINE)
-    p.add_argument("--repeats", "-n", type=count(2), default=50, help="requests per prompt")
+    p.add_argument("--repeats", "-n", type=count(2, MAX_REPEATS), default=50, help="requests per prompt")
     p.add_argument(
-        "--batch", "-b", type=count(1), default=8, help="requests sent together (batch or in flight)"
+        "--batch",
+        "-b",
+        type=count(1, MAX_IN_FLIGHT),
+        default=8,
+        help="requests sent together (batch or in flight)",
     )
     add_prompt_options(p)
     p.set_defaults(run=run)
@@ -56,9 +62,11 @@ def run(args: argparse.Namespace) -> int:
         tokenizer=args.tokenizer,
     )
     per_prompt: list[dict[str, Any]] = []
+    all_comps: list[dict[str, Any]] = []
     for k, prompt in enumerate(base):
         mine = gens[k * args.repeats : (k + 1) * args.repeats]
         comps = [compare(mine[0], g) for g in mine[1:]]
+        all_comps += [c.to_json() for c in comps]
         per_prompt.append(
             {
                 "prompt_id": prompt.id,
@@ -77,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         "batch": args.batch,
         "settings": settings.to_json(),
         "compared": sum(r["compared"] for r in per_prompt),
+        "compared_values": compared(all_comps, settings.to_json(), unit="repeat"),
         "divergent": sum(r["divergent"] for r in per_prompt),
         "token_divergent": sum(r["token_divergent"] for r in per_prompt),
         "per_prompt": per_prompt,
@@ -88,6 +97,6 @@ def run(args: argparse.Namespace) -> int:
         args.json,
         f"repeat: {verdict}: {summary['divergent']}/{summary['compared']} repeats differ from the first "
         f"({summary['token_divergent']} in token ids, the rest in logprobs or top-k only); "
-        f"report: {summary['reports'][1]}",
+        f"compared: {compared_text(summary['compared_values'])}; report: {summary['reports'][1]}",
     )
     return 0 if summary["divergent"] == 0 else 1

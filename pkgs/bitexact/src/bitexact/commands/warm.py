@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bitexact.argv import MAX_IN_FLIGHT, MAX_REPEATS, MAX_TOKENS, count, parse_lengths
 from bitexact.commands.common import (
     add_prompt_options,
-    count,
     emit,
-    parse_lengths,
     report_tokenizer,
     resolve_prompts,
     run_side,
@@ -28,14 +27,15 @@ from bitexact.files import atomic_write_text
 from bitexact.generation import Generation
 from bitexact.helptext import verb_parser
 from bitexact.longprompts import long_prompt
-from bitexact.prefixcache import FLUSH_PATHS, CacheFlush, cached_tokens
+from bitexact.names import name_option
+from bitexact.prefixcache import FLUSH_PATHS, CacheFlush, cached_tokens, prompt_tokens
 from bitexact.presets import _side, load_recipe
 from bitexact.prompts import Prompt, load_tokenizer
-from bitexact.report.fmt import text
+from bitexact.report.fmt import compared_text, text
 from bitexact.report.markdown import verdict_word
 from bitexact.report.warm import warm_markdown
 from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
-from bitexact.summary import comparison_summary
+from bitexact.summary import compared, comparison_summary
 from bitexact.warmplan import COLD, CacheSetup, WarmPlan, alignment, plain_plan, shared_plan
 
 EXAMPLES = """examples:
@@ -56,9 +56,9 @@ class WarmRefused(BitexactError):
 
 
 def prefix_tokens(value: str) -> int:
-    """An argparse type: one length in tokens (1237, 64k)."""
+    """An argparse type: one length in tokens (1237, 64k), bounded as every length is (argv.py)."""
     try:
-        lengths = parse_lengths(value)
+        lengths = parse_lengths(value, MAX_TOKENS)
     except UsageError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     if len(lengths) != 1:
@@ -77,7 +77,10 @@ def add_parser(sub: Any) -> None:
         "engine", help="the server: sglang+http://HOST:PORT or openai+http://HOST:PORT/v1?model=NAME"
     )
     p.add_argument(
-        "--warm-passes", type=count(1), default=1, help="passes after the cold one (each prompt once each)"
+        "--warm-passes",
+        type=count(1, MAX_REPEATS),
+        default=1,
+        help="passes after the cold one (each prompt once each)",
     )
     p.add_argument(
         "--shared-prefix",
@@ -88,7 +91,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--inflight",
-        type=count(1),
+        type=count(1, MAX_IN_FLIGHT),
         default=1,
         help="requests in flight in the warm passes (the cold pass sends one at a time, each after a flush)",
     )
@@ -96,7 +99,12 @@ def add_parser(sub: Any) -> None:
         "--spec", choices=REQUIREMENTS, help="must the engine speculate? (default: the --variant's, else any)"
     )
     p.add_argument("--recipe", help="recipe JSON: the --variant's speculation requirement, the golden's key")
-    p.add_argument("--variant", default="recipe", help="the recipe variant the server runs (with --recipe)")
+    p.add_argument(
+        "--variant",
+        type=name_option,
+        default="recipe",
+        help="the recipe variant the server runs (with --recipe)",
+    )
     p.add_argument(
         "--golden",
         type=Path,
@@ -107,8 +115,12 @@ def add_parser(sub: Any) -> None:
         type=Path,
         help="likewise with this card's golden of the recipe in DIR (DIR/<card>/<recipe>[-long].json)",
     )
-    p.add_argument("--recipe-name", help="key the golden by this name instead of the recipe file's")
-    p.add_argument("--card", help="the card's slug, for a golden (default: this machine's GPU)")
+    p.add_argument(
+        "--recipe-name", type=name_option, help="key the golden by this name instead of the recipe file's"
+    )
+    p.add_argument(
+        "--card", type=name_option, help="the card's slug, for a golden (default: this machine's GPU)"
+    )
     add_prompt_options(p)
     p.set_defaults(run=run, allow_identity_mismatch=False)
 
@@ -199,13 +211,7 @@ def _refusals(by_pass: dict[str, list[Generation]], ids: list[str], flush: Cache
 
 
 def _prompt_tokens(prompt: Prompt, gen: Generation) -> int | None:
-    if prompt.input_ids is not None:
-        return len(prompt.input_ids)
-    usage = gen.meta.get("usage")
-    counted = gen.meta.get("prompt_tokens") or (
-        usage.get("prompt_tokens") if isinstance(usage, dict) else None
-    )
-    return counted if isinstance(counted, int) else None
+    return len(prompt.input_ids) if prompt.input_ids is not None else prompt_tokens(gen)
 
 
 @dataclass(frozen=True)
@@ -241,7 +247,7 @@ def _pass_row(
     }
     if name == COLD and not ref.cold_compared:
         return row, []
-    compared = comparison_summary(
+    result = comparison_summary(
         verb="warm",
         title=f"warm: pass {name} of {args.engine} vs the {ref.label}",
         a={
@@ -256,14 +262,14 @@ def _pass_row(
         gens_b=ref.gens,
         tokenizer=shared["tokenizer"],
     )
-    reports = write_comparison(args.out, f"warm-{name}", compared)
+    reports = write_comparison(args.out, f"warm-{name}", result)
     row.update(
         compared_with=ref.label,
-        equal=compared["equal"],
-        differ=compared["differ"],
-        tokens_differ=compared["tokens_differ"],
+        equal=result["equal"],
+        differ=result["differ"],
+        tokens_differ=result["tokens_differ"],
         report=reports[1],
-        comparisons=compared["comparisons"],
+        comparisons=result["comparisons"],
     )
     return row, reports
 
@@ -328,7 +334,7 @@ def run(args: argparse.Namespace) -> int:
         row, written = _pass_row(args, name, pass_gens, ids, ref, shared)
         passes.append(row)
         reports += written
-    compared = [p for p in passes if p["equal"] is not None]
+    done = [p for p in passes if p["equal"] is not None]
     summary: dict[str, Any] = {
         "verb": "warm",
         "title": f"warm: {args.engine}, cold against its prefix cache",
@@ -343,9 +349,13 @@ def run(args: argparse.Namespace) -> int:
         "flush": flush.to_json(),
         "primes": setup.primes,
         "prompts": len(ids),
-        "compared": len(compared) * len(ids),
-        "equal": sum(p["equal"] for p in compared),
-        "differ": sum(p["differ"] for p in compared),
+        "compared": len(done) * len(ids),
+        # what the verdict is over: every compared answer passed the answer check (answers.py)
+        "compared_values": compared(
+            [c for p in done for c in p["comparisons"]], settings.to_json(), unit="answer"
+        ),
+        "equal": sum(p["equal"] for p in done),
+        "differ": sum(p["differ"] for p in done),
         "warm_hits_min": min(p["hits_min"] for p in passes if p["name"] != COLD),
         "passes": passes,
         "hits": [
@@ -367,8 +377,8 @@ def run(args: argparse.Namespace) -> int:
         summary,
         args.json,
         f"warm: {verdict_word(summary['differ'] == 0)}: {summary['equal']}/{summary['compared']} answers "
-        f"equal to the {ref.label} (passes {', '.join(p['name'] for p in compared)} of {len(ids)} "
+        f"equal to the {ref.label} (passes {', '.join(p['name'] for p in done)} of {len(ids)} "
         f"prompts); every warm answer took {summary['warm_hits_min']} or more prompt tokens from the "
-        f"cache; report: {markdown}",
+        f"cache; compared: {compared_text(summary['compared_values'])}; report: {markdown}",
     )
     return 0 if summary["differ"] == 0 else 1

@@ -15,7 +15,9 @@ the prefix and computes that one position, as a decode step does), and a logit b
 token a complete character, so the server reports it. Its `top_logprobs` come from the raw logits before
 any sampler (`post_sampling_probs` off), so they are that position's distribution: its first entry must
 be the token the generation chose there (greedy), and its logprob is the one recorded. Probed positions
-are listed in the generation's `meta.probed_positions`. With one slot (`-np 1`) the probe's numbers are
+are listed in the generation's `meta.probed_positions`. An entry without alternatives (with a draft
+model this build gives `top_logprobs: []` at every position its speculative steps produced, on both
+endpoints) is probed the same way. With one slot (`-np 1`) the probe's numbers are
 the generation's own (the offline test shows it bit for bit where the server reports both); with a draft
 model the generation's verify steps may compute other bits than a one-token probe, which the probed
 positions then show as a difference.
@@ -37,6 +39,7 @@ from bitexact.engines.http import HttpClient
 from bitexact.engines.openai_identity import PROPS_KEYS
 from bitexact.engines.openai_spec import spec_from_answer
 from bitexact.engines.spec import EngineSpec
+from bitexact.engines.values import logprob, token_id
 from bitexact.errors import EngineError
 from bitexact.generation import Generation, TopEntry
 from bitexact.prompts import Prompt
@@ -59,13 +62,24 @@ def generation_request(prompt: Prompt, settings: Settings) -> dict[str, Any]:
 
 
 def _entry(raw: Any, where: str) -> tuple[int, float, list[TopEntry]]:
-    try:
-        top = [(int(t["id"]), float(t["logprob"])) for t in raw.get("top_logprobs") or []]
-        return int(raw["id"]), float(raw["logprob"]), top
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise EngineError(
-            f"{where}: a completion_probabilities entry is not {{id, logprob, top_logprobs}}"
-        ) from None
+    alternatives = raw.get("top_logprobs") if isinstance(raw, dict) else None
+    if not isinstance(raw, dict) or not isinstance(alternatives or [], list):
+        raise EngineError(f"{where}: a completion_probabilities entry is not {{id, logprob, top_logprobs}}")
+    top = []
+    for alt in alternatives or []:
+        if not isinstance(alt, dict):
+            raise EngineError(f"{where}: a top_logprobs entry is {str(alt)[:60]!r}, not {{id, logprob}}")
+        top.append(
+            (
+                token_id(alt.get("id"), "a top_logprobs id", where),
+                logprob(alt.get("logprob"), "a top logprob", where),
+            )
+        )
+    return (
+        token_id(raw.get("id"), "an entry's id", where),
+        logprob(raw.get("logprob"), "an entry's logprob", where),
+        top,
+    )
 
 
 def align(tokens: list[int], entry_ids: list[int]) -> list[int | None] | None:
@@ -169,7 +183,7 @@ class LlamaCppHttpEngine:
             raise EngineError(
                 f"{where}: no `tokens` for {prompt.id!r} (a llama.cpp server too old for return_tokens?)"
             )
-        tokens = [int(t) for t in answer["tokens"]]
+        tokens = [token_id(t, f"tokens[{i}]", where) for i, t in enumerate(answer["tokens"])]
         entries = [_entry(e, where) for e in answer.get("completion_probabilities") or []]
         try:
             where_of = align(tokens, [e[0] for e in entries])
@@ -182,9 +196,9 @@ class LlamaCppHttpEngine:
         probed: list[int] = []
         for position, token in enumerate(tokens):
             index = None if where_of is None else where_of[position]
-            if index is not None:
+            if index is not None and entries[index][2]:
                 _, logprob, top = entries[index]
-            else:
+            else:  # no entry, or one without alternatives (a position a draft model's step produced)
                 chosen, logprob, top = self._probe(prompt, tokens[:position], settings, where)
                 if chosen != token:
                     raise EngineError(
@@ -195,7 +209,10 @@ class LlamaCppHttpEngine:
                 probed.append(position)
             logprobs.append(logprob)
             tops.append(top[: settings.top_logprobs])
-        meta: dict[str, Any] = {"probed_positions": probed} if probed else {}
+        # llama.cpp's `stop_type`: "limit" (n_predict reached), "eos", "word" (a stop string), "none"
+        meta: dict[str, Any] = {"finish_reason": answer.get("stop_type")}
+        if probed:
+            meta["probed_positions"] = probed
         generation = Generation(prompt.id, tokens, logprobs, tops, meta=meta)
         generation.spec = spec_from_answer(answer)
         return generation

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bitexact.engines.token_text import TextToIds
+from bitexact.engines.values import logprob, token_id
 from bitexact.errors import EngineError
 from bitexact.generation import Generation, TopEntry
 from bitexact.prompts import Prompt
@@ -65,12 +66,6 @@ def id_in_text(text: str) -> int | None:
     return None
 
 
-def _number(value: Any, what: str, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise EngineError(f"{where}: {what} is {value!r}, not a logprob")
-    return float(value)
-
-
 def _raw(value: Any) -> bytes | None:
     if isinstance(value, list) and all(isinstance(b, int) and 0 <= b < 256 for b in value):
         return bytes(value)
@@ -91,7 +86,7 @@ def _named_entry(entry: Any, where: str) -> tuple[Named, float]:
         raise EngineError(f"{where}: a logprobs.content entry has no token text: {str(entry)[:200]}")
     own = entry.get("id")
     token_id = own if isinstance(own, int) and not isinstance(own, bool) else id_in_text(text)
-    return Named(token_id, text, _raw(entry.get("bytes"))), _number(entry.get("logprob"), "logprob", where)
+    return Named(token_id, text, _raw(entry.get("bytes"))), logprob(entry.get("logprob"), "logprob", where)
 
 
 def chat_style_positions(logprobs: dict[str, Any], where: str) -> list[Position]:
@@ -116,9 +111,9 @@ def legacy_positions(logprobs: dict[str, Any], where: str) -> list[Position]:
     positions = []
     for i, (text, value) in enumerate(zip(texts, values, strict=True)):
         row = rows[i] if i < len(rows) and isinstance(rows[i], dict) else {}
-        top = [(Named(id_in_text(k), k, None), _number(v, "a top logprob", where)) for k, v in row.items()]
+        top = [(Named(id_in_text(k), k, None), logprob(v, "a top logprob", where)) for k, v in row.items()]
         token = Named(id_in_text(str(text)), str(text), None)
-        positions.append(Position(token, _number(value, f"token_logprobs[{i}]", where), top))
+        positions.append(Position(token, logprob(value, f"token_logprobs[{i}]", where), top))
     return positions
 
 
@@ -135,18 +130,20 @@ def positions_of(choice: dict[str, Any], where: str) -> tuple[str, list[Position
     )
 
 
-def _choice_ids(choice: dict[str, Any]) -> list[int] | None:
+def _choice_ids(choice: dict[str, Any], where: str) -> list[int] | None:
     ids = choice.get("token_ids", choice.get("response_token_ids"))  # SGLang's chat spells it so
-    if isinstance(ids, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
-        return list(ids)
-    return None
+    if ids is None:
+        return None
+    if not isinstance(ids, list):
+        raise EngineError(f"{where}: choices[0].token_ids is {str(ids)[:60]!r}, not a list")
+    return [token_id(t, f"choices[0].token_ids[{i}]", where) for i, t in enumerate(ids)]
 
 
 def resolve_ids(
     choice: dict[str, Any], positions: list[Position], vocab: Vocab, dialect: str, where: str
 ) -> list[int]:
     from_entries = [p.token.token_id for p in positions]
-    listed = _choice_ids(choice)
+    listed = _choice_ids(choice, where)
     if listed is not None:
         if len(listed) != len(positions):
             raise EngineError(f"{where}: {len(listed)} token_ids but {len(positions)} logprobs")

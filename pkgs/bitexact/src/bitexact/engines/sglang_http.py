@@ -86,6 +86,9 @@ def server_identity(info: dict[str, Any], model: dict[str, Any]) -> dict[str, An
         "weight_version": model.get("weight_version", info.get("weight_version")),
         "server_args_sha256": _sha256({k: v for k, v in info.items() if k not in NOT_KEYED}),
         "env_vars_sha256": None if env is None else _sha256(env),
+        # When this server started: with the identity, what tells one server from another behind any
+        # name (engines/instance.py). A restart changes it and nothing else, so it keys no results.
+        "started": info.get("startup_time"),
     }
 
 

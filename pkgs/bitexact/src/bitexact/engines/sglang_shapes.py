@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from bitexact.engines.base import Settings
+from bitexact.engines.values import pair, token_id
 from bitexact.errors import EngineError
 from bitexact.generation import Generation, SpecStats, TopEntry
 from bitexact.prompts import Prompt
@@ -54,17 +55,17 @@ def spec_stats(meta: dict[str, Any]) -> SpecStats | None:
     )
 
 
-def _top_row(row: Any, where: str) -> list[TopEntry]:
+def _top_row(row: Any, position: int, where: str) -> list[TopEntry]:
     if row is None:
         return []
-    try:
-        return [(int(entry[1]), float(entry[0])) for entry in row]
-    except (TypeError, ValueError, IndexError):
-        raise EngineError(f"{where}: output_top_logprobs entry is not (logprob, token_id, text)") from None
+    if not isinstance(row, list):
+        raise EngineError(f"{where}: output_top_logprobs[{position}] is {str(row)[:60]!r}, not a list")
+    entries = [pair(entry, f"output_top_logprobs[{position}] entry", where) for entry in row]
+    return [(tok, lp) for lp, tok in entries]
 
 
 def parse_generate_output(prompt: Prompt, out: Any, settings: Settings, where: str) -> Generation:
-    if not isinstance(out, dict) or "meta_info" not in out:
+    if not isinstance(out, dict) or not isinstance(out.get("meta_info"), dict):
         raise EngineError(f"{where}: answer for prompt {prompt.id!r} has no meta_info: {str(out)[:300]}")
     meta = out["meta_info"]
     token_lp = meta.get("output_token_logprobs")
@@ -72,19 +73,22 @@ def parse_generate_output(prompt: Prompt, out: Any, settings: Settings, where: s
         raise EngineError(
             f"{where}: no output_token_logprobs for {prompt.id!r} (was return_logprob ignored?)"
         )
-    try:
-        logprobs = [float(entry[0]) for entry in token_lp]
-        lp_ids = [int(entry[1]) for entry in token_lp]
-    except (TypeError, ValueError, IndexError):
-        raise EngineError(
-            f"{where}: output_token_logprobs is not a list of (logprob, token_id, text)"
-        ) from None
-    token_ids = [int(t) for t in out.get("output_ids", lp_ids)]
+    if not isinstance(token_lp, list):
+        raise EngineError(f"{where}: output_token_logprobs is not a list of (logprob, token_id, text)")
+    entries = [pair(entry, f"output_token_logprobs[{i}]", where) for i, entry in enumerate(token_lp)]
+    logprobs, lp_ids = [lp for lp, _ in entries], [tok for _, tok in entries]
+    listed = out.get("output_ids", lp_ids)
+    if not isinstance(listed, list):
+        raise EngineError(f"{where}: output_ids is {str(listed)[:60]!r}, not a list")
+    token_ids = [token_id(t, f"output_ids[{i}]", where) for i, t in enumerate(listed)]
     if token_ids != lp_ids:
         raise EngineError(
             f"{where}: output_ids and the ids in output_token_logprobs disagree for {prompt.id!r}"
         )
-    top = [_top_row(row, where) for row in meta.get("output_top_logprobs") or []]
+    rows = meta.get("output_top_logprobs") or []
+    if not isinstance(rows, list):
+        raise EngineError(f"{where}: output_top_logprobs is {str(rows)[:60]!r}, not a list")
+    top = [_top_row(row, i, where) for i, row in enumerate(rows)]
     finish = meta.get("finish_reason")
     return Generation(
         prompt_id=prompt.id,

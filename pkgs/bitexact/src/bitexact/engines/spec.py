@@ -8,6 +8,7 @@ from typing import TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from bitexact.errors import UsageError
+from bitexact.strictjson import unique
 
 N = TypeVar("N", int, float)
 
@@ -18,6 +19,8 @@ HTTP_KEYS = {"timeout", "retries"}
 # Options that change how a client waits, never what an engine answers: they key no results.
 TRANSPORT_KEYS = {"timeout", "retries"}
 ZERO_ALLOWED = {"retries"}  # retries=0: one attempt
+# Far above any real use, below what overflows a socket's timeout or a thread pool.
+MAXIMA = {"timeout": 7 * 86400, "retries": 100, "batch": 4096}
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
 EXAMPLES = (
     "sglang+http://127.0.0.1:30000, openai+http://127.0.0.1:8000/v1?model=NAME, "
@@ -33,11 +36,15 @@ class EngineSpec:
     params: dict[str, str] = field(default_factory=dict)
     raw: str = ""
 
+    def canonical_params(self) -> dict[str, str]:
+        """The options that change what the engine computes (all but the transport options)."""
+        return {k: v for k, v in self.params.items() if k not in TRANSPORT_KEYS}
+
     @property
     def canonical(self) -> str:
         """The engine string without transport options (timeout, retries), options sorted: what
         names stored results, so `?retries=5` does not throw a valid resume away."""
-        kept = sorted((k, v) for k, v in self.params.items() if k not in TRANSPORT_KEYS)
+        kept = sorted(self.canonical_params().items())
         query = f"?{urlencode(kept)}" if kept else ""
         if self.kind in HTTP_KINDS:
             return f"{self.kind}+{self.target}{query}"
@@ -65,23 +72,20 @@ class EngineSpec:
         if value is None:
             return default
         try:
-            number = parse(value)
+            number = parse(value) if value.isascii() else parse("x")
         except ValueError:
             raise UsageError(f"engine {self.raw!r}: {key}={value!r} is not {kind}") from None
         if not (number >= 0 if key in ZERO_ALLOWED else number > 0):
             relation = ">= 0" if key in ZERO_ALLOWED else "> 0"
             raise UsageError(f"engine {self.raw!r}: {key} must be {relation}")
+        if not number <= MAXIMA.get(key, number):  # also refuses inf and nan
+            raise UsageError(f"engine {self.raw!r}: {key} must be {MAXIMA[key]} or less, not {value}")
         return number
 
 
 def _query(raw: str, query: str) -> dict[str, str]:
     pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=False)
-    params: dict[str, str] = {}
-    for key, value in pairs:
-        if key in params:
-            raise UsageError(f"engine {raw!r}: option {key!r} given twice")
-        params[key] = value
-    return params
+    return unique(pairs, lambda key: UsageError(f"engine {raw!r}: option {key!r} given twice"))
 
 
 def parse_engine(raw: str) -> EngineSpec:
@@ -124,6 +128,7 @@ def parse_engine(raw: str) -> EngineSpec:
             if unknown:
                 raise UsageError(f"engine {raw!r}: unknown option(s) {unknown}; allowed: {sorted(HF_KEYS)}")
             spec = EngineSpec(kind=kind, target=path, params=params, raw=raw)
+            spec.int_param("batch", 1)
             device = params.get("device", "cpu")
             if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
                 raise UsageError(f"engine {raw!r}: device must be cpu or cuda, not {device!r}")

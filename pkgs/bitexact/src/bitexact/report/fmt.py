@@ -41,3 +41,18 @@ def settings_text(settings: dict[str, Any]) -> str:
 
 def identity_text(identity: dict[str, Any], skip: tuple[str, ...] = ("launch_command",)) -> str:
     return ", ".join(f"{k}={text(v)}" for k, v in identity.items() if k not in skip)
+
+
+def compared_text(compared: dict[str, Any]) -> str:
+    """What a verdict compared, in the words every report and verdict line uses."""
+    top = f"top-{compared['top_k']}"
+    what = (
+        f"every token id, logprob and {top} alternative (id and logprob)"
+        if compared["alternatives"] == "ids and logprobs"
+        else f"every token id and logprob, and the logprobs of the {top} alternatives (the server names "
+        "them by text, so their ids were not compared)"
+    )
+    prompts = f"{compared['answers']} {compared['unit']}{'s' if compared['answers'] != 1 else ''}"
+    return (
+        f"{what} at {compared['positions']} position{'s' if compared['positions'] != 1 else ''} of {prompts}"
+    )

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bitexact.drift import Build, Change, Drift
+from bitexact.buildchanges import in_one_line, in_words
+from bitexact.drift import Build, Drift
 from bitexact.report import html as H
 from bitexact.report.fmt import text
 from bitexact.report.markdown import table
@@ -25,7 +26,7 @@ CHECK_HEADER = [
     "margin there",
     "prompts touched",
 ]
-DIFF_HEADER = ["component", "A", "B"]
+DIFF_HEADER = ["what changed", "A", "B"]
 
 
 def when(at: str) -> str:
@@ -33,13 +34,9 @@ def when(at: str) -> str:
     return at.replace("T", " ").replace("+00:00", " UTC")
 
 
-def _changes(changes: list[Change]) -> str:
-    return "; ".join(f"{k}: {text(a)} -> {text(b)}" for k, a, b in changes) or "-"
-
-
 def build_rows(drift: Drift) -> list[list[str]]:
     def changed(build: Build) -> str:
-        return "(the first build)" if build.number == 1 else _changes(build.changes)
+        return "(the first build)" if build.number == 1 else in_one_line(build.changes)
 
     return [
         [
@@ -85,7 +82,7 @@ def check_rows(drift: Drift) -> list[list[str]]:
 
 
 def diff_rows(result: dict[str, Any]) -> list[list[str]]:
-    return [[k, text(a), text(b)] for k, a, b in result["changes"]]
+    return [[what, a, b] for what, a, b in in_words(result["changes"])]
 
 
 def history_markdown(drift: Drift, diff: dict[str, Any] | None = None) -> str:

@@ -7,7 +7,7 @@ import html
 from collections import Counter
 from typing import Any
 
-from bitexact.report.fmt import identity_text, quoted, settings_text, text
+from bitexact.report.fmt import compared_text, identity_text, quoted, settings_text, text
 from bitexact.report.markdown import (
     BENCH_HEADER,
     DIVERGENCE_HEADER,
@@ -146,8 +146,8 @@ def comparison_html(summary: dict[str, Any]) -> str:
         for c in comps
     ]
     verdict = f"{verdict_word(summary['differ'] == 0)}: {summary['equal']}/{summary['prompts']} prompts equal"
-    body = f"""<p class="verdict"><b>{verdict}</b> in every token id,
-logprob and top-{settings["top_logprobs"]} alternative ({summary["tokens_differ"]} differ in token ids).</p>
+    body = f"""<p class="verdict"><b>{verdict}</b> ({summary["tokens_differ"]} differ in token ids).
+Compared: {esc(compared_text(summary["compared_values"]))}.</p>
 {_sides(summary)}
 <p>Settings: {esc(settings_text(settings))}</p>
 <h2>First divergence and margin</h2>
@@ -191,7 +191,8 @@ def repeat_html(summary: dict[str, Any]) -> str:
         f"{summary['divergent']}/{summary['compared']} repeats differ from the first"
     )
     body = f"""<p class="verdict"><b>{verdict}</b> ({esc(repeat_split(summary))};
-{summary["repeats"]} requests per prompt in groups of {summary["batch"]}, {len(rows)} prompts).</p>
+{summary["repeats"]} requests per prompt in groups of {summary["batch"]}, {len(rows)} prompts).
+Compared: {esc(compared_text(summary["compared_values"]))}.</p>
 {_engine(summary)}
 <p>Settings: {esc(settings_text(summary["settings"]))}</p>
 <h2>Where repeats first differ</h2>

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bitexact.report.fmt import identity_text, pair, quoted, settings_text, text, ulps
+from bitexact.report.fmt import compared_text, identity_text, pair, quoted, settings_text, text, ulps
 
 DIVERGENCE_NOTE = (
     "Position counts generated tokens from 0; margin is top-1 minus top-2 logprob at that position; "
@@ -92,9 +92,8 @@ def comparison_markdown(summary: dict[str, Any]) -> str:
         f"# {summary['title']}",
         "",
         f"**{verdict_word(summary['differ'] == 0)}: {summary['equal']}/{summary['prompts']} prompts equal** "
-        "in every token id, logprob and top-"
-        f"{summary['settings']['top_logprobs']} alternative "
-        f"({summary['tokens_differ']} differ in token ids).",
+        f"({summary['tokens_differ']} differ in token ids). "
+        f"Compared: {compared_text(summary['compared_values'])}.",
         "",
         *_side("A", summary["a"]),
         *_side("B", summary["b"]),
@@ -125,7 +124,8 @@ def repeat_markdown(summary: dict[str, Any]) -> str:
         "",
         f"**{verdict_word(summary['divergent'] == 0)}: {summary['divergent']}/{summary['compared']} repeats "
         f"differ from the first** ({repeat_split(summary)}; {summary['repeats']} requests per prompt in "
-        f"groups of {summary['batch']}, {len(summary['per_prompt'])} prompts).",
+        f"groups of {summary['batch']}, {len(summary['per_prompt'])} prompts). "
+        f"Compared: {compared_text(summary['compared_values'])}.",
         "",
         f"- engine: `{summary['engine']}`",
         f"- identity: {identity_text(summary.get('identity') or {})}",

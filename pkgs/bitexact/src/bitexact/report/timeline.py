@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 
+from bitexact.buildchanges import in_one_line
 from bitexact.drift import Check, Drift
 from bitexact.report.fmt import text
 from bitexact.report.svg import LEFT, PLOT_H, PLOT_W, TOP, H, W, axis_labels, ticks, x_tick, y_of, y_tick
@@ -61,7 +62,7 @@ def timeline(drift: Drift) -> str:
     for check in drift.checks:
         if check.build is not previous:
             x = px(check.number) - step / 2
-            changed = "; ".join(f"{k}: {text(a)} -> {text(b)}" for k, a, b in check.build.changes)
+            changed = in_one_line(check.build.changes) if check.build.changes else ""
             title = html.escape(
                 f"{check.build.name} ({check.build.label}) from check {check.number}"
                 + (f": {changed}" if changed else "")

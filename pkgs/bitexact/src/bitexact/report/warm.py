@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bitexact.report.fmt import identity_text, settings_text, text
+from bitexact.report.fmt import compared_text, identity_text, settings_text, text
 from bitexact.report.markdown import table, verdict_word
 
 
@@ -30,8 +30,7 @@ def warm_markdown(summary: dict[str, Any]) -> str:
         f"# {summary['title']}",
         "",
         f"**{verdict_word(summary['differ'] == 0)}: {summary['equal']}/{summary['compared']} answers equal "
-        f"to the {summary['reference']}** in every token id, logprob and top-"
-        f"{summary['settings']['top_logprobs']} alternative.",
+        f"to the {summary['reference']}**. Compared: {compared_text(summary['compared_values'])}.",
         "",
         f"- engine: `{summary['engine']}`",
         f"- identity: {identity_text(summary.get('identity') or {})}",

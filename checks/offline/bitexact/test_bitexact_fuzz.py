@@ -1,0 +1,689 @@
+"""Property-based tests (Hypothesis) of the bitexact CLI, run in process against real local HTTP servers
+in SGLang's shapes: prompt files, goldens, history lines and command lines drawn at random, and a
+server whose answers are drawn (bx_fuzz_servers.py). What must hold for every one of them:
+
+- the exit code is 0, 1, 2 or 130, and nothing unforeseen happened (no traceback, no "internal error");
+- nothing outside --out changes, but for what the command is there to write (a new golden where none
+  was, a line appended to a history); an existing golden changes only with --force;
+- EQUAL and REPEATABLE only when every answer the server sent holds, at every position, a token id, a
+  finite logprob <= 0 and the requested top-k alternatives (judged here from the raw answers, by this
+  file's own reading of SGLang's shape, not by bitexact's code), and an answer that holds all of that is
+  never refused;
+- a prompt file is accepted exactly when it is one by the JSON Lines format and the prompt schema
+  (this file's own reading again); a golden edited in any way is never passed.
+
+Settings: fuzz_settings.py, as for the other fuzzers (BITEXACT_FUZZ_PROFILE: `ci`, the default, seeded
+and bounded, what the offline suite runs; `long` by hand, unseeded, 25 times the examples):
+
+    BITEXACT_FUZZ_PROFILE=long .venv/bin/python -m pytest --rootdir . -p no:cacheprovider \\
+        --import-mode=importlib -q --hypothesis-show-statistics checks/offline/bitexact/test_bitexact_fuzz.py
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bitexact.cli import main
+from bx_fuzz_servers import ScriptedSGLang
+from hypothesis import event, given
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from canned_sglang import CannedSGLang  # noqa: E402
+from fuzz_settings import fuzz  # noqa: E402
+
+EXITS = {0, 1, 2, 130}
+NEW, TOP = 4, 2  # what every run asks: few tokens, so an example takes milliseconds
+SETTINGS = ["--max-new-tokens", str(NEW), "--top-logprobs", str(TOP)]
+PROMPTS = '{"id": "p0", "input_ids": [5, 6, 7]}\n{"id": "p1", "input_ids": [9, 10]}\n'
+MAX_ID = 2**31 - 1
+
+
+# --- running the CLI and judging a run ------------------------------------------------------------
+
+
+def cli(argv: list[str], cwd: Path) -> tuple[int, str, str]:
+    """`bitexact ARGV` in process, in `cwd`: (exit code, stdout, stderr); argparse's exits included."""
+    out, err = io.StringIO(), io.StringIO()
+    before = Path.cwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as stop:
+                code = stop.code if isinstance(stop.code, int) else 2
+    finally:
+        os.chdir(before)
+    return code, out.getvalue(), err.getvalue()
+
+
+def sound(code: int, stderr: str) -> None:
+    """The first invariant: a known exit code, and nothing bitexact did not foresee."""
+    event(f"exit {code}")  # --hypothesis-show-statistics counts them
+    assert code in EXITS, f"exit {code}\n{stderr}"
+    assert "Traceback" not in stderr, stderr
+    assert "internal error" not in stderr, stderr
+
+
+def tree(root: Path, skip: list[Path]) -> dict[str, str]:
+    """Every file under `root` but those under `skip`, by the sha256 of its bytes (links by target)."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        if any(path == s or s in path.parents for s in skip):
+            continue
+        if path.is_symlink():
+            found[str(path.relative_to(root))] = "-> " + os.readlink(path)
+        elif path.is_file():
+            found[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+@contextlib.contextmanager
+def scratch() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="bx-fuzz-") as temp:
+        yield Path(temp)
+
+
+# --- the servers --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def canned() -> Iterator[CannedSGLang]:
+    with CannedSGLang("normal") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def radix() -> Iterator[CannedSGLang]:
+    """The canned values with a prefix cache (answers from it equal those computed afresh): for `warm`."""
+    with CannedSGLang("radix") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def scripted() -> Iterator[ScriptedSGLang]:
+    with ScriptedSGLang() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def golden_bytes(canned: CannedSGLang) -> bytes:
+    """A real golden: recorded by bitexact from the canned server."""
+    with scratch() as root:
+        (root / "p.jsonl").write_text(PROMPTS)
+        argv = ["golden", "record", f"sglang+{canned.url}", "--recipe-name", "r", "--card", "h200"]
+        argv += ["--golden", "g.json", "--prompts", "p.jsonl", *SETTINGS, "--out", "o"]
+        code, _, err = cli(argv, root)
+        assert code == 0, err
+        return (root / "g.json").read_bytes()
+
+
+# --- prompt files -------------------------------------------------------------------------------------
+
+json_scalar = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=8),
+)
+json_value = st.recursive(
+    json_scalar,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+ids = st.lists(st.integers(0, 300), min_size=1, max_size=6)
+odd_ids = st.one_of(
+    ids,
+    st.lists(st.one_of(st.booleans(), st.integers(-5, 2**32), st.floats(), st.text(max_size=3)), max_size=4),
+    json_value,
+)
+prompt_key = st.sampled_from(["id", "input_ids", "text", "input_id", "Text", ""])
+
+
+@st.composite
+def prompt_line(draw: st.DrawFn, index: int = 0) -> str:
+    """A line of a prompt file: two in three whole prompts, the others near one or anything at all."""
+    if draw(st.integers(0, 2)) > 0:
+        body = (
+            {"input_ids": draw(ids)}
+            if draw(st.booleans())
+            else {"text": draw(st.text(min_size=1, max_size=8))}
+        )
+        return json.dumps({"id": draw(st.sampled_from([f"p{index}", index])), **body})
+    kind = draw(st.integers(0, 9))
+    if kind == 0:
+        return draw(st.text(max_size=30))
+    if kind == 1:
+        return json.dumps(draw(json_value))
+    obj: dict[str, Any] = {}
+    pid = draw(st.one_of(st.text(min_size=1, max_size=6), st.integers(-3, 50), json_scalar))
+    if draw(st.integers(0, 9)) > 0:
+        obj["id"] = pid
+    body = draw(st.integers(0, 5))
+    if body in (0, 1, 4):
+        obj["input_ids"] = draw(ids if body == 0 else odd_ids)
+    if body in (2, 3, 4):
+        lone = st.sampled_from(["\ud800", "a\udfff", "\udc80b"])  # lone surrogates: JSON escapes allow them
+        obj["text"] = draw(st.one_of(st.text(max_size=8), lone) if body == 2 else json_value)
+    if draw(st.integers(0, 7)) == 0:
+        obj[draw(prompt_key)] = draw(json_value)
+    text = json.dumps(obj, ensure_ascii=draw(st.booleans()) or not _text(json.dumps(obj, ensure_ascii=False)))
+    if draw(st.integers(0, 9)) == 0 and len(obj) > 1:  # a key given twice
+        key = next(iter(obj))
+        text = text[:-1] + f", {json.dumps(key)}: {json.dumps(obj[key])}" + "}"
+    return text
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not standard JSON")
+
+
+def _text(value: Any) -> bool:
+    """A string that is text: encodable as UTF-8 (no lone surrogate, which JSON's \\u escapes allow)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def reads_as_prompts(data: bytes) -> bool:
+    """This test's own reading of the --prompts format: UTF-8, JSON Lines split at "\\n" only, each
+    non-blank line an object of 'id' (a non-empty string without control characters, or an int) and
+    exactly one of 'input_ids' (a non-empty list of ints from 0 to 2**31-1) or 'text' (a non-empty
+    string), strings that are text (UTF-8), no other key, no key twice, no id twice, at least one
+    prompt."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        if len({k for k, _ in pairs}) != len(pairs):
+            raise ValueError("a key twice")
+        return dict(pairs)
+
+    seen: set[str] = set()
+    for line in text.split("\n"):
+        if not line.strip(" \t\r"):
+            continue
+        try:
+            obj = json.loads(line, object_pairs_hook=unique, parse_constant=_no_constant)
+        except (ValueError, RecursionError):
+            return False
+        if not isinstance(obj, dict) or "id" not in obj or set(obj) - {"id", "input_ids", "text"}:
+            return False
+        pid = obj["id"]
+        is_int = isinstance(pid, int) and not isinstance(pid, bool)
+        printable = isinstance(pid, str) and all(ord(c) >= 32 and not 127 <= ord(c) < 160 for c in pid)
+        if not is_int and not (printable and pid and _text(pid)):
+            return False
+        if ("input_ids" in obj) == ("text" in obj):
+            return False
+        if "input_ids" in obj:
+            value = obj["input_ids"]
+            if not isinstance(value, list) or not value:
+                return False
+            if not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t <= MAX_ID for t in value):
+                return False
+        elif not isinstance(obj["text"], str) or not obj["text"] or not _text(obj["text"]):
+            return False
+        key = str(pid)
+        if key in seen:
+            return False
+        seen.add(key)
+    return bool(seen)
+
+
+separators = st.sampled_from(["\n"] * 5 + ["\r\n", "\n\n", "\u2028", "\x85", "\x1c"])  # mostly line ends
+
+
+@st.composite
+def prompt_file(draw: st.DrawFn) -> bytes:
+    """The bytes of a prompt file: lines and what ends them (a line end, or a character that
+    `str.splitlines` takes for one), or, now and then, any bytes at all."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.binary(max_size=40))
+    count = draw(st.integers(0, 5))
+    return "".join(draw(prompt_line(i)) + draw(separators) for i in range(count)).encode()
+
+
+@fuzz(examples=400)
+@given(data=prompt_file())
+def test_a_prompt_file_is_read_as_its_format_defines_it(canned, data):
+    with scratch() as root:
+        (root / "p.jsonl").write_bytes(data)
+        engine = f"sglang+{canned.url}?retries=0"
+        argv = ["repeat", engine, "-n", "2", "-b", "1", "--prompts", "p.jsonl", *SETTINGS]
+        code, _, err = cli([*argv, "--out", "o"], root)
+        sound(code, err)
+        valid = reads_as_prompts(data)
+        assert code == (0 if valid else 2), f"format says {'valid' if valid else 'invalid'}: {data!r}\n{err}"
+        if not valid:  # refused as a prompt file, by a message that names it, before any request
+            assert "p.jsonl" in err and not list((root / "o").glob("repeat-*.jsonl")), f"{data!r}\n{err}"
+        assert (root / "p.jsonl").read_bytes() == data
+
+
+# --- goldens --------------------------------------------------------------------------------------
+
+
+def _paths(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [at]
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            found += _paths(inner, (*at, key))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            found += _paths(inner, (*at, index))
+    return found
+
+
+@st.composite
+def edited_golden(draw: st.DrawFn, original: bytes) -> bytes:
+    """The golden with one to three edits: a value replaced, a key or item dropped, or bytes cut."""
+    if draw(st.integers(0, 9)) == 0:
+        cut = draw(st.integers(0, len(original) - 1))
+        return original[:cut] + draw(st.binary(max_size=4))
+    record = json.loads(original)
+    for _ in range(draw(st.integers(1, 3))):
+        paths = _paths(record)[1:]
+        at = draw(st.sampled_from(paths))
+        parent = record
+        for step in at[:-1]:
+            parent = parent[step]
+        if draw(st.booleans()):
+            parent[at[-1]] = draw(json_value)
+        elif isinstance(parent, dict):
+            del parent[at[-1]]
+        else:
+            parent.pop(at[-1])
+    return json.dumps(record, indent=draw(st.sampled_from([None, 1]))).encode()
+
+
+@fuzz(examples=400)
+@given(data=st.data())
+def test_an_edited_golden_never_passes_and_is_never_changed(canned, golden_bytes, data):
+    edited = data.draw(edited_golden(golden_bytes))
+    with scratch() as root:
+        (root / "g.json").write_bytes(edited)
+        argv = ["golden", "check", f"sglang+{canned.url}", "--recipe-name", "r", "--card", "h200"]
+        code, _, err = cli([*argv, "--golden", "g.json", "--out", "o"], root)
+        sound(code, err)
+        assert (root / "g.json").read_bytes() == edited
+        try:
+            same = json.loads(edited) == json.loads(golden_bytes)
+        except ValueError:
+            same = False
+        assert (code == 0) == same, f"exit {code} for an edited golden:\n{err}"
+
+
+# --- history lines ---------------------------------------------------------------------------------
+
+HISTORY = {
+    "kind": "bitexact-history", "schema": 1, "at": "2026-12-01T00:00:00+00:00", "verdict": "DIFFERENT",
+    "card": "h200", "recipe": "r", "variant": "recipe", "engine": "sglang+http://h:1",
+    "golden": {"path": "g.json", "digest": "0" * 64, "recorded": None, "build": None},
+    "build": {"label": "0123456789ab", "components": {"bitexact": "0.1.0", "build.sglang.patches": "a b"}},
+    "prompts": 2, "equal": 1, "tokens_differ": 1, "touched": ["p0"],
+    "first_divergence": {"prompt": "p0", "position": 1, "differs_in": "logprob", "margin": 0.5,
+                         "token_flip": False},
+}  # fmt: skip
+
+
+@st.composite
+def history_line(draw: st.DrawFn) -> str:
+    kind = draw(st.integers(0, 9))
+    if kind == 0:
+        return draw(st.text(max_size=20))
+    line = json.loads(json.dumps(HISTORY))
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.sampled_from(_paths(line)[1:]))
+        parent = line
+        for step in at[:-1]:
+            parent = parent[step]
+        parent[at[-1]] = draw(json_value)
+    return json.dumps(line)
+
+
+@fuzz(examples=400)
+@given(lines=st.lists(history_line(), max_size=5), torn=st.booleans(), diff=st.booleans())
+def test_history_lines_of_any_shape_are_never_fatal(lines, torn, diff):
+    with scratch() as root:
+        text = "".join(line + "\n" for line in lines) + ('{"kind": "bitexact-hist' if torn else "")
+        (root / "h.jsonl").write_text(text)
+        argv = ["history", "h200", "--history", "h.jsonl", "--out", "o"]
+        code, out, err = cli([*argv, *(["--diff", "B1", "1"] if diff else [])], root)
+        sound(code, err)
+        assert code in (0, 2)
+        if code == 0:
+            assert (root / "o" / "history-h200.html").is_file() and "history: " in out
+
+
+# --- server answers ---------------------------------------------------------------------------------
+
+finite_lp = st.floats(-30, 0, allow_nan=False).map(lambda x: -abs(x))
+odd_lp = st.one_of(
+    st.floats(),  # NaN, infinities, positive values
+    st.integers(-3, 3),
+    st.booleans(),
+    st.none(),
+    st.text(max_size=3),
+)
+token = st.integers(0, 500)
+odd_token = st.one_of(
+    st.booleans(), st.integers(-(2**40), 2**40), st.floats(), st.text(max_size=3), st.none()
+)
+
+
+@st.composite
+def drawn_answer(draw: st.DrawFn) -> Any:
+    """One answer to `/generate` in SGLang's shape, whole or with some of it missing or broken."""
+    if draw(st.integers(0, 19)) == 0:
+        return draw(json_value)
+    # Half the answers whole; in the others, each part is broken with a chance of one in six.
+    broken = draw(st.booleans())
+    rare = lambda: broken and draw(st.integers(0, 5)) == 0  # noqa: E731
+    n = draw(st.sampled_from([NEW, NEW, NEW, NEW - 1, 0, NEW + 1])) if rare() else NEW
+    toks = [draw(odd_token) if rare() else draw(token) for _ in range(n)]
+    lps = [draw(odd_lp) if rare() else draw(finite_lp) for _ in range(n)]
+    entries: list[Any] = [[lp, t, None] for lp, t in zip(lps, toks, strict=True)]
+    if rare() and entries:
+        entries[draw(st.integers(0, len(entries) - 1))] = draw(json_value)
+    tops: list[Any] = []
+    for t, lp in zip(toks, lps, strict=True):
+        k = draw(st.integers(0, TOP + 1)) if rare() else TOP
+        tops.append([[draw(odd_lp) if rare() else draw(finite_lp), draw(token), None] for _ in range(k)])
+        if k and not rare():
+            tops[-1][0] = [lp, t, None]  # greedy: the chosen token is the first alternative
+    if rare():
+        tops = draw(st.sampled_from([None, tops[:1], [], tops + tops[:1]]))
+    finish = draw(st.sampled_from([{"type": "length"}, {"type": "stop"}, {"type": "abort"}, None, "stop"]))
+    meta: dict[str, Any] = {
+        "id": "x",
+        "finish_reason": finish if rare() else {"type": "length", "length": n},
+        "prompt_tokens": 3,
+        "completion_tokens": n,
+        "output_token_logprobs": entries,
+        "output_top_logprobs": tops,
+    }
+    if rare():  # a count of cached prompt tokens of its own (else the server's cache gives one)
+        meta["cached_tokens"] = draw(
+            st.one_of(st.integers(-2, 6), st.booleans(), st.none(), st.text(max_size=2))
+        )
+    if rare():
+        del meta[draw(st.sampled_from(sorted(meta)))]
+    answer: dict[str, Any] = {"text": "", "output_ids": list(toks), "meta_info": meta}
+    if rare():
+        answer["output_ids"] = draw(st.lists(token, max_size=NEW + 1))
+    if rare():
+        del answer[draw(st.sampled_from(sorted(answer)))]
+    return answer
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x <= 0
+
+
+def comparable(body: dict[str, Any], answer: Any) -> bool:
+    """This test's own judgement of an answer in SGLang's shape: a token id, a finite logprob <= 0 and
+    at least the requested top-k alternatives (finite, <= 0, none twice) at every position; as many
+    positions as asked, or fewer after a stop; output_ids, where given, the same ids."""
+    asked, k = body["sampling_params"]["max_new_tokens"], body["top_logprobs_num"]
+    meta = answer.get("meta_info") if isinstance(answer, dict) else None
+    if not isinstance(meta, dict):
+        return False
+    entries, tops = meta.get("output_token_logprobs"), meta.get("output_top_logprobs")
+    if not isinstance(entries, list) or not isinstance(tops, list) or len(tops) != len(entries):
+        return False
+    try:
+        toks = [e[1] for e in entries]
+        lps = [e[0] for e in entries]
+    except (TypeError, IndexError, KeyError):
+        return False
+    if not all(isinstance(t, int) and not isinstance(t, bool) for t in toks) or not all(map(_number, lps)):
+        return False
+    if "output_ids" in answer and answer["output_ids"] != toks:
+        return False
+    finish = meta.get("finish_reason")
+    stopped = (finish.get("type") if isinstance(finish, dict) else finish) == "stop"
+    if not toks or len(toks) > asked or (len(toks) < asked and not stopped):
+        return False
+    for row in tops:
+        if not isinstance(row, list) or len(row) < k:
+            return False
+        try:
+            alternatives = [(e[1], e[0]) for e in row]
+        except (TypeError, IndexError, KeyError):
+            return False
+        if not all(isinstance(t, int) and not isinstance(t, bool) for t, _ in alternatives):
+            return False
+        if not all(_number(v) for _, v in alternatives) or len({t for t, _ in alternatives}) != len(row):
+            return False
+    return True
+
+
+VERBS = ("parity", "repeat", "record-check", "warm")
+
+
+def _as_asked(body: dict[str, Any]) -> dict[str, Any]:
+    """A request as the test judges its answer: `warm`'s fills (one new token, never compared) as if
+    they asked what every compared request asks, so that a whole drawn answer counts as whole."""
+    params = body["sampling_params"]
+    return {**body, "sampling_params": {**params, "max_new_tokens": NEW}}
+
+
+def _own_count(answer: Any) -> bool:
+    """A drawn answer that holds its own count of cached prompt tokens (a warm pass may refuse it)."""
+    meta = answer.get("meta_info") if isinstance(answer, dict) else None
+    return isinstance(meta, dict) and "cached_tokens" in meta
+
+
+@fuzz(examples=400)
+@given(
+    verb=st.sampled_from(VERBS),
+    first=st.lists(drawn_answer(), min_size=1, max_size=4),
+    second=st.one_of(st.none(), st.lists(drawn_answer(), min_size=1, max_size=4)),
+)
+def test_equal_only_when_every_position_was_compared(scripted, verb, first, second):
+    """`second`: the answers after the first run's (None: the same again, so that equal verdicts come)."""
+    engine = f"sglang+{scripted.url}"
+    script = first + (second if second is not None else first)
+    with scratch() as root:
+        (root / "p.jsonl").write_text(PROMPTS)
+        common = ["--prompts", "p.jsonl", *SETTINGS]
+        scripted.play(first if verb == "repeat" and second is None else script)
+        if verb == "warm":  # per prompt: a flush, the cold answer, a fill (not compared), the warm one
+            code, out, err = cli(["warm", engine, *common, "--out", "o"], root)
+        elif verb == "parity":
+            code, out, err = cli(
+                ["parity", engine, engine, "--allow-same-engine", *common, "--out", "o"], root
+            )
+        elif verb == "repeat":
+            code, out, err = cli(["repeat", engine, "-n", "2", "-b", "1", *common, "--out", "o"], root)
+        else:
+            key = ["--recipe-name", "r", "--card", "h200", "--golden", "g.json", "--out", "o"]
+            code, out, err = cli(["golden", "record", engine, *common, *key], root)
+            sound(code, err)
+            if code == 0:
+                code, out, err = cli(["golden", "check", engine, *key], root)
+        sound(code, err)
+        sent = list(scripted.sent)
+        fill = [body["sampling_params"]["max_new_tokens"] == 1 for body, _ in sent]  # warm's fills
+        every = all(comparable(body, answer) for (body, answer), f in zip(sent, fill, strict=True) if not f)
+        event(f"{verb}: every answer comparable" if every else f"{verb}: some answer not comparable")
+        event(f"{verb}: exit {code}")
+        if code in (0, 1):  # a verdict, EQUAL or not, only on answers compared in full
+            assert every, f"exit {code} ({out.strip()}) after answers that cannot be compared in full: {sent}"
+        if code == 0:
+            assert "EQUAL" in out or "REPEATABLE" in out
+        whole = all(comparable(_as_asked(body), answer) for body, answer in sent)
+        if whole and sent and not (verb == "warm" and any(_own_count(a) for _, a in sent)):
+            assert code in (0, 1), f"complete answers refused (exit {code}):\n{err}\n{sent}"
+
+
+# --- command lines ----------------------------------------------------------------------------------
+
+OPTIONS = [
+    "--prompts", "--long", "--limit", "--tokenizer", "--vocab-size", "--seed", "--max-new-tokens",
+    "--top-logprobs", "--out", "--json", "--force", "--repeats", "-n", "--batch", "-b", "--preset",
+    "--recipe", "--spec-a", "--inflight-a", "--name", "--allow-same-engine", "--card", "--recipe-name",
+    "--variant", "--golden-dir", "--golden", "--history", "--no-history", "--inflight", "--new-card",
+    "--lengths", "--new-tokens", "--warmup", "--runs", "--diff", "--max-new", "--rep", "--build-info",
+    "--warm-passes", "--shared-prefix", "--spec", "--warm-pass",
+]  # fmt: skip
+FLAGS = {"--json", "--force", "--allow-same-engine", "--no-history", "--new-card"}
+value = st.one_of(
+    st.sampled_from(
+        [
+            "1",
+            "2",
+            "0",
+            "-1",
+            "3",
+            "1e20",
+            "inf",
+            "nan",
+            "1.5",
+            "16k",
+            "100000000000000000000",
+            "bytes",
+            "bytes:-1000",
+            "bytes:3",
+            "../x",
+            "h200",
+            "r",
+            "p.jsonl",
+            "g",
+            "g/h200/r.json",
+            "o",
+            "x/../..",
+            "recipe",
+            "no-spec",
+            "must",
+            "B1",
+            "",
+            " ",
+            "\r",
+            "٣",
+        ]  # fmt: skip
+    ),
+    st.text(max_size=6),
+)
+
+
+def bases(url: str, radix: str) -> list[list[str]]:
+    """One command that runs to a verdict per verb (the golden dir holds golden `r` of card h200);
+    `warm` against `radix`, a server with a prefix cache, alone and against the golden."""
+    engine, common = f"sglang+{url}", ["--prompts", "p.jsonl", *SETTINGS]
+    key = ["--card", "h200", "--golden-dir", "g"]
+    return [
+        ["parity", engine, f"{engine}?timeout=30", "--allow-same-engine", *common],
+        ["repeat", engine, "-n", "2", "-b", "1", *common],
+        ["golden", "record", engine, "--recipe-name", "r2", *key, *common],
+        ["golden", "check", engine, "--recipe-name", "r", *key],
+        ["bench", engine, "--lengths", "8", "--vocab-size", "50", "--new-tokens", "4", "--warmup", "0"],
+        ["history", "h200", "--golden-dir", "g"],
+        ["warm", f"sglang+{radix}", "--warm-passes", "2", "--inflight", "2", *common],
+        ["warm", f"sglang+{radix}", "--recipe-name", "r", *key],
+    ]
+
+
+@st.composite
+def command_line(draw: st.DrawFn, url: str, radix: str) -> list[str]:
+    """A command that runs, with up to four edits: an option added (any value), a value replaced, a word
+    dropped, an option given twice, an option abbreviated, the engine replaced."""
+    argv = list(draw(st.sampled_from(bases(url, radix))))
+    if draw(st.booleans()):
+        argv += ["--out", "o"]
+    port = url.rsplit(":", 1)[1]
+    engines = [f"sglang+{url}?retries=0", f"sglang+{url}?timeout=inf", "sglang+http://127.0.0.1", "x",
+               "openai+http://127.0.0.1:9/v1?retries=0", "hf:/nonexistent",
+               f"sglang+http://localhost:{port}"]  # fmt: skip
+    for _ in range(draw(st.integers(0, 4))):
+        edit = draw(st.integers(0, 5))
+        at = draw(st.integers(0, len(argv) - 1))
+        if edit == 0:
+            option = draw(st.sampled_from(OPTIONS))
+            argv += [option] if option in FLAGS else [option, draw(value)]
+        elif edit == 1 and argv[at].startswith("-") and at + 1 < len(argv):
+            argv[at + 1] = draw(value)
+        elif edit == 2 and len(argv) > 1:
+            del argv[at]
+        elif edit == 3 and argv[at].startswith("-") and at + 1 < len(argv):
+            argv += [argv[at], argv[at + 1]]
+        elif edit == 4 and argv[at].startswith("--") and len(argv[at]) > 4:
+            argv[at] = argv[at][: draw(st.integers(3, len(argv[at]) - 1))]
+        elif edit == 5 and len(argv) > 2 and "+" in argv[2 if argv[0] == "golden" else 1]:
+            argv[2 if argv[0] == "golden" else 1] = draw(st.sampled_from(engines))
+    return argv
+
+
+@fuzz(examples=400)
+@given(data=st.data())
+def test_any_command_line_ends_in_a_verdict_or_a_clear_refusal(canned, radix, golden_bytes, data):
+    argv = data.draw(command_line(canned.url, radix.url))
+    with scratch() as root:
+        (root / "p.jsonl").write_text(PROMPTS)
+        (root / "g" / "h200").mkdir(parents=True)
+        (root / "g" / "h200" / "r.json").write_bytes(golden_bytes)
+        (root / "g" / "h200" / "history.jsonl").write_text(json.dumps(HISTORY) + "\n")
+        outs = [root / argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--out"] + [root / "bitexact-out"]
+        before = tree(root, outs)
+        code, _, err = cli(argv, root)
+        sound(code, err)
+        verbs = ("parity", "repeat", "golden", "bench", "history", "warm")
+        event(f"{argv[0] if argv and argv[0] in verbs else 'no verb'}: exit {code}")
+        after = tree(root, outs)
+        for name in sorted(set(before) | set(after)):
+            if before.get(name) != after.get(name):
+                assert allowed_change(root / name, before.get(name) is not None, argv), (
+                    f"{name} changed outside --out: {argv}\n{err}"
+                )
+        shutil.rmtree(root / "bitexact-out", ignore_errors=True)
+
+
+def _kind_of_lines(path: Path) -> set[Any]:
+    """The `kind` of a JSON file, or of each line of a JSON Lines file."""
+    try:
+        text = path.read_text()
+    except (OSError, ValueError):
+        return {None}
+    try:
+        whole = json.loads(text)
+        return {whole.get("kind") if isinstance(whole, dict) else None}
+    except ValueError:
+        pass
+    try:
+        return {json.loads(line).get("kind") for line in text.split("\n") if line.strip()}
+    except (ValueError, AttributeError):
+        return {None}
+
+
+def allowed_change(path: Path, existed: bool, argv: list[str]) -> bool:
+    """What a command may change outside --out: a history it appends to (or starts), and for
+    `golden record` a new golden, or with --force a golden replaced by another."""
+    if not path.exists():
+        return False  # nothing is ever deleted
+    if _kind_of_lines(path) == {"bitexact-history"}:
+        return argv[0] == "golden" and (
+            not existed or path.read_bytes().startswith((json.dumps(HISTORY) + "\n").encode())
+        )
+    if argv[:2] == ["golden", "record"] and _kind_of_lines(path) == {"bitexact-golden"}:
+        return not existed or "--force" in argv
+    return False

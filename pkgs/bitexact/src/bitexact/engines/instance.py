@@ -1,0 +1,57 @@
+"""Whether two engine strings reach one engine: decided from what the engines say about themselves, not
+from the strings (`127.0.0.1` and `localhost`, an ssh tunnel, a second port forwarded to the first all
+name one server). A server that reports its start (SGLang's `/server_info` `startup_time`, also behind
+its OpenAI-compatible API and its router's workers) is one engine with another exactly when it reports
+the same identity and the same start. One that reports none is known by its address as the resolver
+sees it (every IP the host name resolves to, the port, the path); an in-process engine by its model
+folder's real path and its options."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+from urllib.parse import urlsplit
+
+from bitexact.engines.spec import HTTP_KINDS, EngineSpec, parse_engine
+
+# Identity fields that describe where an engine was reached (the same engine answers with other ones
+# under another name): left out when two identities are compared.
+WHERE = ("url", "launch_command")
+
+
+def _addresses(spec: EngineSpec) -> set[tuple[str, int, str]]:
+    parts = urlsplit(spec.target)
+    host, port = parts.hostname or "", parts.port or 0
+    try:
+        ips = {info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)}
+    except (socket.gaierror, UnicodeError):
+        ips = {host}
+    return {(ip, port, parts.path.rstrip("/")) for ip in ips}
+
+
+def _in_process(spec: EngineSpec) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    return spec.kind, os.path.realpath(spec.target), tuple(sorted(spec.canonical_params().items()))
+
+
+def same_engine(
+    raw_a: str, ident_a: dict[str, Any] | None, raw_b: str, ident_b: dict[str, Any] | None
+) -> str | None:
+    """Why `raw_a` and `raw_b` reach one engine, in words, or None when they do not. `ident_a` and
+    `ident_b`: what each HTTP engine said about itself (None for in-process engines)."""
+    a, b = parse_engine(raw_a), parse_engine(raw_b)
+    if a.kind != b.kind:
+        return None
+    if a.kind not in HTTP_KINDS:
+        same = _in_process(a) == _in_process(b)
+        return f"one model folder, {os.path.realpath(a.target)}, with the same options" if same else None
+    if a.canonical_params() != b.canonical_params():
+        return None  # another served model (?model=) behind one server is another engine
+    if ident_a is not None and ident_b is not None:
+        started_a, started_b = ident_a.get("started"), ident_b.get("started")
+        if started_a is not None and started_b is not None:
+            keep = lambda ident: {k: v for k, v in ident.items() if k not in WHERE}  # noqa: E731
+            same = started_a == started_b and keep(ident_a) == keep(ident_b)
+            return "one server: the same identity and the same start time" if same else None
+    shared = sorted(_addresses(a) & _addresses(b))
+    return f"one address, {shared[0][0]} port {shared[0][1]}" if shared else None

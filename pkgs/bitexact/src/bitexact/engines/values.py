@@ -1,0 +1,29 @@
+"""The numbers an engine's answer holds, read strictly for every dialect: a token id is a whole number
+(JSON `true` is not the id 1, `5.7` not the id 5, `"5"` not a number), a logprob is a number (NaN and
+the infinities pass here and are named by answers.py, which refuses them). Anything else is an engine
+error naming where it was, never a value made up by int() or float()."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bitexact.errors import EngineError
+
+
+def token_id(value: Any, what: str, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EngineError(f"{where}: {what} is {str(value)[:40]!r}, not a token id (a whole number)")
+    return value
+
+
+def logprob(value: Any, what: str, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise EngineError(f"{where}: {what} is {str(value)[:40]!r}, not a logprob (a number)")
+    return float(value)
+
+
+def pair(entry: Any, what: str, where: str) -> tuple[float, int]:
+    """SGLang's `(logprob, token_id, text_or_None)` entry."""
+    if not isinstance(entry, list | tuple) or len(entry) not in (2, 3):
+        raise EngineError(f"{where}: {what} is {str(entry)[:60]!r}, not (logprob, token_id, text)")
+    return logprob(entry[0], f"{what}'s logprob", where), token_id(entry[1], f"{what}'s token id", where)

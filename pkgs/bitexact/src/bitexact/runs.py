@@ -1,0 +1,143 @@
+"""One command per verb in an --out. A run records the command that made its part of --out
+(`<out>/.bitexact-run.json`: per verb, every option that shapes what it writes, engines without their
+transport options), and another command of that verb is refused there, before anything runs: its
+reports would replace the first one's, and a resume with other settings (`repeat -n 2`, then `-n 3`)
+would reuse rows made in other company. Verbs write files of their own (parity `A-*`, `B-*` and
+`parity*`, repeat `repeat*`, golden record `golden*`, golden check `check-*` and `golden-check*`, bench
+`bench*`, history `history-*`, warm `warm*`), so a record, a check of it and a warm run against it
+may share one --out. `--force` moves what --out holds aside (into `<out>/replaced/`, never deleted) and
+starts the new run.
+
+Without --out, each command gets its own folder, `bitexact-out/<verb>-<digest of the command>`: the same
+command again finds its results there and resumes, another command never meets them."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from bitexact import strictjson
+from bitexact.engines.spec import parse_engine
+from bitexact.errors import UsageError
+from bitexact.files import LOCK_NAME, atomic_write_text, dumps, read_text
+
+RECORD_NAME = ".bitexact-run.json"
+KIND = "bitexact-run"
+ASIDE = "replaced"
+DEFAULT_ROOT = Path("bitexact-out")
+# Options that shape nothing in --out: where it is, how the verdict is shown, whether to start over,
+# and where a history line goes and what it names (the history is outside --out).
+NOT_IDENTITY = {"out", "json", "force", "run", "history", "no_history", "build_id", "build_info"}
+ENGINE_OPTIONS = ("a", "b", "engine")
+
+
+def _value(name: str, value: Any) -> Any:
+    if name in ENGINE_OPTIONS and isinstance(value, str):
+        return parse_engine(value).canonical  # `?retries=5` waits differently, computes the same
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def run_identity(args: argparse.Namespace) -> dict[str, Any]:
+    """The command as it shapes --out: the verb and its options, less those that do not."""
+    return {
+        name: _value(name, value)
+        for name, value in sorted(vars(args).items())
+        if name not in NOT_IDENTITY and not callable(value)
+    }
+
+
+def digest(identity: dict[str, Any]) -> str:
+    return hashlib.sha256(dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def verb_of(args: argparse.Namespace) -> str:
+    return "-".join(v for v in (args.verb, getattr(args, "golden_verb", None)) if v)
+
+
+def out_dir(args: argparse.Namespace) -> Path:
+    """--out, or the command's own folder under bitexact-out/ (set on `args` for the verb to use)."""
+    if args.out is None:
+        args.out = DEFAULT_ROOT / f"{verb_of(args)}-{digest(run_identity(args))[:8]}"
+    return Path(args.out)
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        record = strictjson.loads(read_text(path, "--out", "a run record written by bitexact"))
+    except (strictjson.StrictJSONError, UsageError):
+        return None
+    return record if isinstance(record, dict) and record.get("kind") == KIND else None
+
+
+def _changes(old: dict[str, Any], new: dict[str, Any]) -> str:
+    names = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    shown = [
+        f"{k}: {json.dumps(old.get(k), default=str)} -> {json.dumps(new.get(k), default=str)}" for k in names
+    ]
+    return "; ".join(shown[:4]) + ("; ..." if len(shown) > 4 else "")
+
+
+def _move_aside(out: Path) -> Path:
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    target = out / ASIDE / f"run-{stamp}"
+    target.mkdir(parents=True)
+    for entry in sorted(out.iterdir()):
+        if entry.name not in (LOCK_NAME, ASIDE):
+            entry.replace(target / entry.name)
+    return target
+
+
+def claim(out: Path, args: argparse.Namespace, argv: list[str]) -> None:
+    """Make `out` this command's for its verb, or refuse: another command of the verb ran there
+    (UsageError naming it, the options that differ, a new --out and --force). With --force what --out
+    holds is moved aside first. A record whose run wrote nothing (it was refused before it began) holds
+    nothing to protect; an --out of files without a record (an older bitexact's) is taken as it is."""
+    identity, verb = run_identity(args), verb_of(args)
+    path = out / RECORD_NAME
+    there = path.exists() or path.is_symlink()
+    record = _read(path) if there else None
+    force = bool(getattr(args, "force", False))
+    wrote = any(entry.name not in (RECORD_NAME, LOCK_NAME) for entry in out.iterdir())
+    runs = dict(record["runs"]) if record is not None and isinstance(record.get("runs"), dict) else {}
+    mine = runs.get(verb)
+    if there and wrote and (record is None or (isinstance(mine, dict) and mine.get("identity") != identity)):
+        if record is None and not force:
+            raise UsageError(
+                f"--out {out}: {path.name} is not a run record bitexact can read; give a new --out, or "
+                f"pass --force to move what is there aside into {out / ASIDE}/"
+            )
+        if isinstance(mine, dict) and not force:
+            raise UsageError(
+                f"--out {out} holds the run of another `bitexact {verb.replace('-', ' ')}` command "
+                f"(`{mine.get('command')}`; {_changes(mine.get('identity') or {}, identity)}): its reports "
+                "and results would be replaced or mixed with this one's. Give this run a new --out (or "
+                f"none: each command gets its own folder under {DEFAULT_ROOT}/), or pass --force to move "
+                f"what --out holds aside into {out / ASIDE}/ and start this one"
+            )
+        moved = _move_aside(out)
+        runs = {}
+        print(f"bitexact: --force: what {out} held is moved to {moved}", file=sys.stderr)
+    if not wrote:
+        runs = {}
+    runs[verb] = {
+        "command": shlex.join(["bitexact", *argv]),
+        "identity": identity,
+        "digest": digest(identity),
+    }
+    atomic_write_text(path, dumps({"kind": KIND, "runs": runs}, indent=1, sort_keys=True) + "\n")
+
+
+def claimed_digest(out: Path, verb: str) -> str | None:
+    """The digest of the command of `verb` that holds `out` (what its results files record), if any."""
+    record = _read(out / RECORD_NAME) if (out / RECORD_NAME).is_file() else None
+    runs = record.get("runs") if record is not None else None
+    mine = runs.get(verb) if isinstance(runs, dict) else None
+    return mine.get("digest") if isinstance(mine, dict) else None
