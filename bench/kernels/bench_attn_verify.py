@@ -14,6 +14,10 @@ Decode rows (per layer call, us):
   (fixed 256-token splits, max_kv_splits 1024); exact = the same arithmetic through 0003's kernels;
   stock = SGLang's decode without deterministic inference (adaptive splits, at most 8), what stock
   serving runs.
+Verify tile plans (issue 26's lead): the shared-rows kernel with other (MMA tile rows, warps, target
+programs) than the shipped (32, 8, 4096), set on the patched module; each plan's rows are compared for
+bits with the shipped plan's first and timed only when equal (checks/gpu/test_attn_exact_verify.py
+proves the same plans equal to decode).
 Prefill (a prompt's chunks of 8192 tokens, ms): released = the unified kernel as released (0006 taken
 off); 0006 = with the causal stop; stock = SGLang's two-stage `_fwd_kernel` (stock serving). Launch
 configurations of the 0006 kernel beyond the shipped one are checked for bits against it first and
@@ -47,6 +51,10 @@ PREFILLS = {
 }
 # (BLOCK_M, num_warps) beyond the shipped (64, 8) on sm_90 for head dim 256
 UNIFIED_CONFIGS = [(64, 8), (128, 16), (128, 8), (64, 4)]
+# verify tile plans (_TILE_ROWS, _TILE_WARPS, _TARGET_PROGRAMS of patch 0003); the first is shipped.
+# 16 rows: two draft rows of six heads in decode's own 16-row tile and 4 warps (the lead), more programs.
+TILE_PLANS = [(32, 8, 4096), (16, 4, 4096), (16, 4, 16384), (32, 8, 16384), (32, 4, 4096)]
+PLAN_CASES = [(1, 2200), (8, 2200), (1, 32768), (1, 131072)]
 
 
 def row_times(case, deterministic_off, graph_time_us) -> dict[str, float]:  # noqa: ANN001
@@ -104,6 +112,46 @@ def unified_launch(module, case, block_m: int, warps: int):  # noqa: ANN001, ANN
         )  # fmt: skip
 
     return launch, o
+
+
+def tile_plan_times(harness, graph_time_us) -> list[dict]:  # noqa: ANN001
+    """Verify rows per layer call under each of TILE_PLANS (module constants swapped, then restored)."""
+    import torch
+    from sglang.srt.layers.attention import exact_verify_attention as rows_module
+
+    names = ("_TILE_ROWS", "_TILE_WARPS", "_TARGET_PROGRAMS")
+    shipped_plan = tuple(getattr(rows_module, n) for n in names)
+    if shipped_plan != TILE_PLANS[0]:
+        raise SystemExit(f"patch 0003 ships tile plan {shipped_plan}, the bench assumes {TILE_PLANS[0]}")
+    out = []
+    for bs, prefix in PLAN_CASES:
+        case = harness.make_case([prefix] * bs, WIDTH, seed=prefix + 3)
+        batch = case.verify_batch()
+        shipped = case.run_verify(case.backend)
+        row: dict = {"bs": bs, "prefix": prefix, "plans": {}}
+        try:
+            for plan in TILE_PLANS:
+                for name, value in zip(names, plan, strict=True):
+                    setattr(rows_module, name, value)
+                got = case.run_verify(case.backend)
+                equal = torch.equal(got.view(torch.int16), shipped.view(torch.int16))
+                entry = {"bits": "equal" if equal else "differ", "us": None}
+                if equal:
+                    case.backend.init_forward_metadata(batch)
+                    torch.cuda.synchronize()
+                    entry["us"] = graph_time_us(
+                        functools.partial(
+                            case.backend.forward_extend, case.q, case.k_draft, case.v_draft, case.layer, batch
+                        )
+                    )
+                row["plans"]["-".join(map(str, plan))] = entry
+        finally:
+            for name, value in zip(names, shipped_plan, strict=True):
+                setattr(rows_module, name, value)
+        out.append(row)
+        del case
+        torch.cuda.empty_cache()
+    return out
 
 
 def prefill_times(harness, patched, stock_unified, graph_time_us) -> dict:  # noqa: ANN001
@@ -168,6 +216,13 @@ def main() -> int:
         print(f"{bs:>3} {prefix:>7} " + " ".join(f"{row[c]:>16.1f}" for c in columns), flush=True)
         del case, plain
         torch.cuda.empty_cache()
+    results["tile_plans"] = tile_plan_times(attn_harness, graph_time_us)
+    print("verify rows per tile plan (tile rows-warps-programs), us per layer call; differ = not timed")
+    for row in results["tile_plans"]:
+        cells = ", ".join(
+            f"{k} {v['bits'] if v['us'] is None else format(v['us'], '.1f')}" for k, v in row["plans"].items()
+        )
+        print(f"{row['bs']:>3} {row['prefix']:>7}  {cells}", flush=True)
     if not args.quick:
         stock_unified = prefill_harness.stock_unified_module(sglang_tree.tree_from_env() / "sglang")
         results["prefill"] = prefill_times(prefill_harness, extend_attention, stock_unified, graph_time_us)

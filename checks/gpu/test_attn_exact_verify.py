@@ -99,6 +99,31 @@ def test_verify_mixed_batch_equal_decode(harness, prefixes: list[int], geometry)
     _verify_equals_decode(harness, prefixes, geometry, seed=len(prefixes))
 
 
+# Tile plans other than the shipped (32, 8, 4096) that the kernel bench times (_TILE_ROWS, _TILE_WARPS,
+# _TARGET_PROGRAMS): a plan may ship only once its rows equal decode's here.
+TILE_PLANS = [(16, 4, 4096), (16, 4, 16384), (32, 8, 16384), (32, 4, 4096)]
+
+
+@pytest.fixture
+def tile_plan(request, sglang_root, monkeypatch):
+    from sglang.srt.layers.attention import exact_verify_attention as rows_module
+
+    for name, value in zip(("_TILE_ROWS", "_TILE_WARPS", "_TARGET_PROGRAMS"), request.param, strict=True):
+        assert hasattr(rows_module, name), f"patch 0003 has no {name}: the tile plans need updating"
+        monkeypatch.setattr(rows_module, name, value)
+    return request.param
+
+
+@pytest.mark.parametrize("tile_plan", TILE_PLANS, ids=lambda p: "-".join(map(str, p)), indirect=True)
+@pytest.mark.parametrize(
+    ("prefixes", "geometry"),
+    [([257], QWEN), ([2200], QWEN), ([131072], QWEN), ([1, 257, 4097, 33333], QWEN), ([4097, 1000], OTHER)],
+    ids=["257", "2200", "131072", "mixed", "32-8x128"],
+)
+def test_verify_tile_plans_equal_decode(harness, tile_plan, prefixes: list[int], geometry) -> None:
+    _verify_equals_decode(harness, prefixes, geometry, seed=sum(prefixes))
+
+
 def test_stock_verify_differs_from_decode(harness) -> None:
     """Without the patch the check would fail: the stock unified kernel is not decode's arithmetic."""
     import torch
