@@ -26,8 +26,9 @@ MARKER = Path("sglang") / "srt" / "bitexact_patches.py"
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "pkgs" / "server" / "src"))
 from exactlaunch import manifest  # noqa: E402
 
-# Third-party packages that SGLang's module-level imports reach on the way to the attention backend
-# and batch_invariant_ops. Each is placeheld only if it is not installed; installed ones are real.
+# Third-party packages that SGLang's module-level imports reach on the way to the attention backend,
+# batch_invariant_ops and the GDN chunk kernels. Each is placeheld only if it is not installed; installed
+# ones are real.
 PLACEHELD = frozenset(
     {
         "aiohttp",
@@ -49,12 +50,15 @@ PLACEHELD = frozenset(
         "orjson",
         "outlines",
         "partial_json_parser",
+        "PIL",
+        "psutil",
         "pybase64",
         "pynvml",
         "setproctitle",
         "sgl_kernel",
         "starlette",
         "tiktoken",
+        "torchvision",
         "uvicorn",
         "uvloop",
         "xgrammar",

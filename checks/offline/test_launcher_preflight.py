@@ -81,7 +81,7 @@ def test_refuses_the_marker_patch_alone_with_the_fence(tmp_path: Path, sglang_02
     assert "bitexact_manifest.json is missing" in failures[0].problem
     assert "python -m exactlaunch.manifest write" in failures[0].fix
     # Nor can a manifest be written for it: the writer proves the series is applied first.
-    with pytest.raises(manifest.ManifestError, match="0006-unified-extend-attention.patch is not applied"):
+    with pytest.raises(manifest.ManifestError, match="0007-exact-gdn-prefix-snapshot.patch is not applied"):
         manifest.write(root, SGLANG_SERIES)
 
 

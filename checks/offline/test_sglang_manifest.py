@@ -60,8 +60,8 @@ def test_cli_writes_only_for_the_applied_series_and_verifies(tmp_path: Path, rel
     apply_series(tmp_path, SERIES[:2], write_manifest=False)
     refused = _cli("write", str(tmp_path), "--series", str(REPO / "patches" / "sglang"))
     assert refused.returncode == 1 and not (tmp_path / manifest.MANIFEST).exists()
-    assert "0006-unified-extend-attention.patch is not applied in" in refused.stderr  # the newest first
-    assert "sglang/kernels/ops/attention/extend_attention.py" in refused.stderr
+    assert "0007-exact-gdn-prefix-snapshot.patch is not applied in" in refused.stderr  # the newest first
+    assert "sglang/kernels/ops/attention/fla/chunk.py" in refused.stderr
     # The two applied patches, given as files, are a series of their own.
     done = _cli("write", str(tmp_path), "--series", *map(str, SERIES[:2]))
     assert done.returncode == 0, done.stderr
@@ -106,7 +106,7 @@ def test_nix_post_install_writes_the_manifest_of_the_installed_tree(tmp_path: Pa
     partial = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script], env=env, capture_output=True, text=True
     )
-    assert partial.returncode != 0 and "0006-unified-extend-attention.patch is not applied" in partial.stderr
+    assert partial.returncode != 0 and "0007-exact-gdn-prefix-snapshot.patch is not applied" in partial.stderr
     apply_series(site, SERIES[1:], write_manifest=False)
     (tmp_path / "build" / "bitexact-series").rename(tmp_path / "build" / "first-try")
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=env, capture_output=True, text=True)
