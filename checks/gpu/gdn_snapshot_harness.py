@@ -5,7 +5,8 @@ cache's extra buffer tracks it; a warm extend of [A, L) then starts from that sn
 - a warm extend from it gives the cold outputs of tokens A..L-1 and the cold final state, bit for bit;
 - the state the stock path saves (the kernel's per-chunk h, in bf16) is not that state, and a warm extend
   from it ends in another final state (so a case can tell the two paths apart);
-- the cold prompt inside a varlen batch of three snapshots the same bits as alone.
+- the cold prompt inside a varlen batch of three snapshots the same bits as alone;
+- `TritonGDNKernel.extend` (what GDN's backend calls) declares the snapshot and passes it on.
 Used by checks/gpu/test_gdn_prefix_snapshot.py (the card's bits) and checks/offline/gdn_snapshot_interpret.py
 (Triton's interpreter on a CPU). Test code only.
 """
@@ -67,6 +68,24 @@ def batched_snapshot(chunk, pool, parts, others, track_chunk: int):  # noqa: ANN
     return snapshot[1]
 
 
+def kernel_snapshot(kernel, pool, parts, track_chunk: int):  # noqa: ANN001, ANN201
+    """The snapshot GDN's backend gets: its extend kernel (`TritonGDNKernel.extend`, as
+    `GDNAttnBackend.forward_extend` calls it through the dispatcher) asked for track_state, from slot 7."""
+    import torch
+
+    device = pool.device
+    q, k, v, g, beta = parts
+    snapshot = torch.full((1, *pool.shape[1:]), float("nan"), dtype=torch.float32, device=device)
+    pool[7] = 0
+    kernel.extend(
+        q, k, v, g, beta,
+        ssm_states=pool, cache_indices=torch.tensor([7], device=device),
+        query_start_loc=torch.tensor([0, q.shape[1]], dtype=torch.long, device=device),
+        track_state=snapshot, track_chunk_idx=torch.tensor([track_chunk], dtype=torch.int32, device=device),
+    )  # fmt: skip
+    return snapshot[0]
+
+
 def same_bits(a, b) -> bool:  # noqa: ANN001
     import torch
 
@@ -79,8 +98,11 @@ def boundary(length: int) -> int:
     return (length - 1) // CHUNK * CHUNK
 
 
-def check(chunk, length: int, hk: int, hv: int, dim: int, seed: int, device: str = "cpu") -> list[str]:  # noqa: ANN001
-    """What differs from the contract (module docstring) for one prompt; empty when it holds."""
+def check(
+    chunk, kernel, length: int, hk: int, hv: int, dim: int, seed: int, device: str = "cpu"
+) -> list[str]:  # noqa: ANN001
+    """What differs from the contract (module docstring) for one prompt; empty when it holds. `kernel`:
+    a TritonGDNKernel, whose extend must hand the snapshot request on to the chunk kernel."""
     import torch
 
     parts = inputs(length, hk, hv, dim, seed, device)
@@ -105,4 +127,8 @@ def check(chunk, length: int, hk: int, hv: int, dim: int, seed: int, device: str
     others = (inputs(length + 11, hk, hv, dim, seed + 1, device), inputs(70, hk, hv, dim, seed + 2, device))
     if not same_bits(batched_snapshot(chunk, pool, parts, others, boundary_ // CHUNK), snapshot[0]):
         problems.append("snapshot in a varlen batch != alone")
+    if not kernel.supports_track_state_snapshot:
+        problems.append("TritonGDNKernel does not declare supports_track_state_snapshot")
+    if not same_bits(kernel_snapshot(kernel, pool, parts, boundary_ // CHUNK), snapshot[0]):
+        problems.append("TritonGDNKernel.extend's snapshot != the chunk kernel's (not passed on?)")
     return problems

@@ -1,11 +1,12 @@
 """Patch 0007: the GDN chunk kernel snapshots the prefix cache's state at an unaligned prompt's last
 64-token boundary in fp32, so a warm extend (a radix hit) ends bit for bit where the cold prompt does.
 
-SGLang's own `chunk_gated_delta_rule` from the patched tree, on the card, against the contract in
-gdn_snapshot_harness.py (the same the CPU interpreter check runs): the snapshot is the state of a prompt
-stopped at A, a warm extend from it equals the cold outputs and final state, the stock path's bf16 state
-does not, and a varlen batch changes nothing. Lengths: L - A from 1 to 63, one chunk to many (8229 =
-8192 + 37, past the recipe's prefill chunk), in the tiny model's and the 27B shape's GDN heads.
+SGLang's own `chunk_gated_delta_rule` and `TritonGDNKernel` from the patched tree, on the card, against
+the contract in gdn_snapshot_harness.py (the same the CPU interpreter check runs): the snapshot is the
+state of a prompt stopped at A, a warm extend from it equals the cold outputs and final state, the stock
+path's bf16 state does not, a varlen batch changes nothing, and TritonGDNKernel.extend passes the request
+on. Lengths: L - A from 1 to 63, one chunk to many (8229 = 8192 + 37, past the recipe's prefill chunk),
+in the tiny model's and the 27B shape's GDN heads.
 """
 
 from __future__ import annotations
@@ -33,5 +34,9 @@ def test_warm_extend_from_the_snapshot_equals_cold(chunk, length: int, geometry)
     import gdn_snapshot_harness
 
     hk, hv, dim = geometry
-    problems = gdn_snapshot_harness.check(chunk, length, hk, hv, dim, seed=length, device="cuda")
+    from sglang.srt.layers.attention.linear.kernels.gdn_triton import TritonGDNKernel
+
+    problems = gdn_snapshot_harness.check(
+        chunk, TritonGDNKernel(), length, hk, hv, dim, seed=length, device="cuda"
+    )
     assert not problems, f"L={length} A={gdn_snapshot_harness.boundary(length)} {geometry}: {problems}"

@@ -4,8 +4,9 @@ Usage: TRITON_INTERPRET=1 BITEXACT_SGLANG_TREE=<patched tree> python gdn_snapsho
 SGLang's own `chunk_gated_delta_rule` (fla/chunk.py, patched to pass `track_state` / `track_chunk_idx`
 through to the chunk kernel) against the contract checks/gpu/gdn_snapshot_harness.py states: the fp32
 snapshot at A is the state of a prompt stopped at A, a warm extend from it ends bit for bit where the cold
-prompt does, the stock path's bf16 state does not, and a varlen batch changes nothing. Bits here are
-numpy's, in the kernel's order of operations; checks/gpu/test_gdn_prefix_snapshot.py proves the card's.
+prompt does, the stock path's bf16 state does not, a varlen batch changes nothing, and
+TritonGDNKernel.extend passes the request on. Bits here are numpy's, in the kernel's order of operations;
+checks/gpu/test_gdn_prefix_snapshot.py proves the card's.
 Prints one line per case and `N cases, F failures`; exits 1 on a failure or a tree without 0007.
 """
 
@@ -61,6 +62,7 @@ def main() -> int:
     autotune = triton.autotune
     triton.autotune = lambda configs, key, **kw: autotune(configs=configs[:1], key=key, **kw)
     from sglang.kernels.ops.attention.fla import chunk, utils
+    from sglang.srt.layers.attention.linear.kernels.gdn_triton import TritonGDNKernel
 
     # fla's input_guard enters a device context of the tensors' device module; torch.cpu has none. On a
     # CPU there is nothing to select, so the guard gets a null context (no arithmetic changes).
@@ -77,9 +79,10 @@ def main() -> int:
     if "track_state" not in inspect.signature(chunk.chunk_gated_delta_rule).parameters:
         print("no track_state in chunk_gated_delta_rule: the tree lacks 0007-exact-gdn-prefix-snapshot.patch")
         return 1
+    kernel = TritonGDNKernel()
     failures = 0
     for seed, (length, hk, hv, dim) in enumerate(CASES):
-        problems = harness.check(chunk, length, hk, hv, dim, seed)
+        problems = harness.check(chunk, kernel, length, hk, hv, dim, seed)
         failures += bool(problems)
         verdict = "; ".join(problems) or "ok"
         print(f"L={length} A={harness.boundary(length)} heads {hk}/{hv}x{dim}: {verdict}")
