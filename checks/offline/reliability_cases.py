@@ -2989,3 +2989,113 @@ CASES += [
         checkout(),
     ),
 ]
+
+
+def link(rel: str, target: str) -> Setup:
+    """A symbolic link at `rel` to `target` (`{tmp}` in it is the case's folder): dangling, or a loop."""
+
+    def setup(tmp: Path) -> None:
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / rel).symlink_to(target.replace("{tmp}", str(tmp)))
+
+    return setup
+
+
+def argv_with(edit: Callable[[list], None]) -> Setup:
+    data = json.loads(RECIPE_TEXT)
+    edit(data["launch"]["argv"])
+    return write("r.json", json.dumps(data))
+
+
+def _model(argv: list) -> None:
+    argv[argv.index("--model-path") + 1] = "Qwen/Qwen3.8-32B"
+
+
+def _joined_memory(argv: list) -> None:
+    at = argv.index("--mem-fraction-static")
+    argv[at : at + 2] = ["--mem-fraction-static=0.88"]
+
+
+CASES += [
+    # the launcher: a recipe at odds with itself, found by a review of issue 28's classes 3, 6, 7, 9
+    Case(
+        "ln-speculative-contradicts-argv",
+        "launcher",
+        "a variant saying speculative: false whose argv still speculates (a reference that speculates)",
+        (*launch_args, "--variant", "x", "--print"),
+        2,
+        r"variant `x` says speculative: false, but its argv keeps --speculative-algorithm: .*unset",
+        variant("x", {"speculative": False}),
+    ),
+    Case(
+        "ln-model-path-unpinned",
+        "launcher",
+        "an argv loading a model the recipe does not pin (served weights no pin holds)",
+        (*launch_args, "--print"),
+        2,
+        r"runs --model-path Qwen/Qwen3.8-32B, but the recipe's `model` pins Qwen/Qwen3.8-27B",
+        argv_with(_model),
+    ),
+    Case(
+        "ln-env-launcher-decides",
+        "launcher",
+        "a recipe env setting LD_LIBRARY_PATH (--print showed it, a start replaced it with the driver's)",
+        (*launch_args, "--print"),
+        2,
+        r"`launch.env` sets \['LD_LIBRARY_PATH'\]: the launcher decides these itself",
+        launch_with(env={"SGLANG_BATCH_INVARIANT_OPS_SMALL_M_TRITON": "16", "LD_LIBRARY_PATH": "/opt/lib"}),
+    ),
+    Case(
+        "ln-argv-flag-equals-value",
+        "launcher",
+        "--mem-fraction-static=0.88 in the argv (the fleet said the recipe sets none)",
+        (*launch_args, "--replicas", "2", "--port", "30000", "--print"),
+        2,
+        r"`launch.argv` holds '--mem-fraction-static=0.88': write a flag and its value as two elements",
+        argv_with(_joined_memory),
+    ),
+    Case(
+        "ln-recipe-variant-edits",
+        "launcher",
+        "the `recipe` variant editing the argv (the default start no longer the recipe as published)",
+        (*launch_args, "--print"),
+        2,
+        r"variant `recipe` edits the argv or the environment; `recipe` is the recipe as published",
+        variant("recipe", {"set": {"--attention-backend": "flashinfer"}}),
+    ),
+    Case(
+        "ln-variant-name-path",
+        "launcher",
+        "a variant named ../x (a name bitexact makes paths of; class 3)",
+        (*launch_args, "--variant", "../x", "--print"),
+        2,
+        r"`variants`: '\.\./x' is not a recipe or variant name: lowercase letters, digits",
+        variant("../x", {}),
+    ),
+    Case(
+        "ln-recipe-name-path",
+        "launcher",
+        "a recipe named ../other/x (class 3)",
+        (*launch_args, "--build-info"),
+        2,
+        r"`name`: '\.\./other/x' is not a recipe or variant name",
+        recipe_with(name="../other/x"),
+    ),
+    Case(
+        "ln-host-not-an-address",
+        "launcher",
+        "--host 300.1.1.1 (taken for a host name)",
+        ("--recipe", str(RECIPE), "--host", "300.1.1.1", "--print"),
+        2,
+        r"--host: not an address to bind: '300.1.1.1'",
+    ),
+    Case(
+        "ln-log-dir-dangling-link",
+        "launcher",
+        "--log-dir a dangling link (--print passed, a start said File exists)",
+        ("--recipe", str(RECIPE), "--replicas", "2", "--port", "30000", "--log-dir", "{tmp}/l", "--print"),
+        2,
+        r"log folder: .*/l is a symbolic link that leads nowhere \(to .*/nowhere, missing or a loop\)",
+        link("l", "{tmp}/nowhere"),
+    ),
+]
