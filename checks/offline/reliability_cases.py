@@ -3099,3 +3099,76 @@ CASES += [
         link("l", "{tmp}/nowhere"),
     ),
 ]
+
+SNAPSHOT_ARGS = ("weights", "Org/Name@" + REV, "--snapshot", "{tmp}/hub")
+SMALL_HUB = hub_cache({"config.json": b"{}", "model.safetensors": b"w"})
+
+
+def src_pin_at(rev: str) -> Setup:
+    return pin(
+        "nix/pins/sglang-src.json",
+        {"owner": "sgl-project", "repo": "sglang", "rev": rev, "narHash": GOOD_SRI},
+    )
+
+
+CASES += [
+    # pinlock: where a pin is written, and revisions that only look right -- review of classes 7 and 9
+    Case(
+        "pl-pin-target-folder",
+        "pinlock",
+        "a folder where the weights manifest belongs (it hashed every file, then named a temporary file)",
+        ("--root", "{tmp}/repo", *SNAPSHOT_ARGS),
+        1,
+        r"cannot write the pin pkgs/weights/manifests/Org--Name.json: .*Org--Name.json is a directory, "
+        r"where a JSON file belongs: remove it",
+        both(checkout(mkdir("repo/pkgs/weights/manifests/Org--Name.json")), SMALL_HUB),
+        env={"HF_HUB_OFFLINE": "1"},
+    ),
+    Case(
+        "pl-pins-folder-file",
+        "pinlock",
+        "a file where the manifests folder belongs (it said File exists, after the hashing)",
+        ("--root", "{tmp}/repo", *SNAPSHOT_ARGS),
+        1,
+        r"cannot write the pin .*: .*pkgs/weights/manifests is a file, where a folder belongs",
+        both(checkout(write("repo/pkgs/weights/manifests", "")), SMALL_HUB),
+        env={"HF_HUB_OFFLINE": "1"},
+    ),
+    Case(
+        "pl-cache-dir-file",
+        "pinlock",
+        "--cache-dir naming a file (an internal error: FileExistsError)",
+        ("--root", "{tmp}/repo", "--cache-dir", "{tmp}/f", *SNAPSHOT_ARGS),
+        2,
+        r"--cache-dir: .*/f is a file, where a folder belongs; give a folder",
+        both(checkout(write("f", "x")), SMALL_HUB),
+        env={"HF_HUB_OFFLINE": "1"},
+    ),
+    Case(
+        "pl-root-absent",
+        "pinlock",
+        "--root naming nothing (told that the recipe is missing)",
+        ("--root", "{tmp}/none", "status"),
+        2,
+        r"--root .*/none does not exist: give the flake's checkout",
+    ),
+    Case(
+        "pl-src-rev-too-long",
+        "pinlock",
+        "a source pin whose rev has a 41st digit (shortened, it read as the recipe's)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"MALFORMED  nix/pins/sglang-src.json narHash: .*rev: '542a043f\w+' is 41 hex digits; a commit is 40",
+        checkout(src_pin_at(ENGINE_REV + "0")),
+    ),
+    Case(
+        "pl-src-rev-differs-late",
+        "pinlock",
+        "a source pin whose rev differs from the recipe's after the 12th digit (both shown alike)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"pins sgl-project/sglang@542a043f1b68796d269ef1ee11be7865f8d4a5f0, the recipe's engine is "
+        r"sgl-project/sglang@542a043f1b68796d269ef1ee11be7865f8d4a5f1",
+        checkout(src_pin_at(ENGINE_REV[:39] + "0")),
+    ),
+]

@@ -42,6 +42,10 @@ def revision_problem(text: str) -> str | None:
         return None
     if is_revision(text.lower()):
         return f"{text!r} is in upper case; write the commit in lower case, as git prints it: {text.lower()}"
+    if is_revision(text.strip().lower()):
+        return f"{text!r} has white space around it; give the 40 hex digits alone: {text.strip().lower()}"
+    if text and re.fullmatch(r"[0-9a-fA-F]+", text) and len(text) > 40:
+        return f"{text!r} is {len(text)} hex digits; a commit is 40"
     return f"a commit is 40 lower-case hex digits, not {text!r} (a branch, a tag or a short id)"
 
 
