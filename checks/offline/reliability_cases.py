@@ -3082,6 +3082,15 @@ CASES += [
         recipe_with(name="../other/x"),
     ),
     Case(
+        "ln-variant-shadows-preset",
+        "launcher",
+        "a variant named long (bitexact's preset of that name shadowed it)",
+        (*launch_args, "--variant", "long", "--print"),
+        2,
+        r"variant `long`: the name is bitexact's own preset .*give the variant another name",
+        variant("long", {"set": {"--context-length": "131072"}}),
+    ),
+    Case(
         "ln-host-not-an-address",
         "launcher",
         "--host 300.1.1.1 (taken for a host name)",

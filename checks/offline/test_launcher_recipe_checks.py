@@ -103,6 +103,11 @@ EDITS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
         r"`name`: '\.\./other/x' is not a recipe or variant name",
     ),
     (
+        "a variant named after bitexact's preset long",
+        lambda d: d["variants"].update(long={"set": {"--context-length": "131072"}}),
+        r"variant `long`: the name is bitexact's own preset .* which would shadow it",
+    ),
+    (
         "a variant name in upper case (bitexact refuses it)",
         lambda d: d["variants"].update(Fast={}),
         r"'Fast' is not a recipe or variant name",
@@ -151,6 +156,17 @@ def test_names_follow_bitexacts_pattern() -> None:
     from bitexact.names import NAME
 
     assert values.RECIPE_NAME.pattern == NAME.pattern
+
+
+def test_bitexact_refuses_a_variant_its_preset_would_shadow(tmp_path: Path) -> None:
+    from bitexact.errors import UsageError
+    from bitexact.presets import load_recipe
+
+    data = _data()
+    data["variants"]["long"] = {}
+    (tmp_path / "r.json").write_text(json.dumps(data))
+    with pytest.raises(UsageError, match=r"`long` is the name of bitexact's own preset"):
+        load_recipe(str(tmp_path / "r.json"))
 
 
 def test_the_decided_variables_are_every_one_the_launcher_sets(tmp_path: Path) -> None:

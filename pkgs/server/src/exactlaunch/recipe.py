@@ -27,6 +27,9 @@ LAUNCH_KEYS = frozenset({"argv", "env", "servingFlags"})
 SERVING_FLAGS = tuple(values.SERVING)
 # Keys a variant may carry; anything else is a typo that would silently do nothing.
 VARIANT_KEYS = frozenset({"description", "speculative", "unset", "set", "env", "client"})
+# Names bitexact gives its own presets (bitexact.presets: `long` is the recipe against no-spec on long
+# prompts): a variant of that name would be shadowed there, silently.
+RESERVED_VARIANTS = frozenset({"long"})
 # What a variant's `speculative` promises is whether its argv keeps this flag.
 SPECULATIVE_FLAG = "--speculative-algorithm"
 # The flags that name the weights a server loads, each with the recipe section that pins them.
@@ -137,6 +140,11 @@ def _variant(name: str, data: Any, where: Path) -> Variant:
         values.recipe_name(name)
     except values.BadValue as error:
         raise RecipeError(f"{where}: `variants`: {error}") from None
+    if name in RESERVED_VARIANTS:
+        raise RecipeError(
+            f"{where}: variant `{name}`: the name is bitexact's own preset (the recipe against no-spec on "
+            "long prompts), which would shadow it; give the variant another name"
+        )
     variant = _variant_fields(name, data, where)
     if name == "recipe" and (variant.unset or variant.set or variant.env):
         raise RecipeError(
