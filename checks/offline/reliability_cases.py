@@ -3181,3 +3181,16 @@ CASES += [
         checkout(src_pin_at(ENGINE_REV[:39] + "0")),
     ),
 ]
+
+CASES += [
+    Case(
+        "pl-repo-double-dash",
+        "pinlock",
+        "a repo id with -- (a--b/c and a/b--c share one manifest: one replaced the other's pin)",
+        ("--root", "{tmp}/repo", "weights", "a--b/c@" + REV),
+        2,
+        r"not a Hugging Face repo id: 'a--b/c' holds -- or \.\. or ends in \.git, which the Hub refuses",
+        checkout(manifest("a/b--c", OTHER_REV)),
+        check=unchanged_manifest("a/b--c", OTHER_REV),
+    ),
+]

@@ -170,3 +170,24 @@ def test_revision_problems_say_what_is_wrong() -> None:
     assert "white space" in (hf.revision_problem(f" {REV}\n") or "")
     assert "41 hex digits; a commit is 40" in (hf.revision_problem(REV + "a") or "")
     assert hf.revision_problem(REV) is None
+
+
+@pytest.mark.parametrize("repo", ["a--b/c", "a/b--c", "Org/Na..me", "Org/Name.git"])
+def test_repo_ids_the_hub_refuses_are_refused(repo: str) -> None:
+    """`a--b/c` and `a/b--c` have one cache folder (models--a--b--c) and one manifest (a--b--c.json):
+    pinning one replaced the other's pin, without --force."""
+    with pytest.raises(hf.ManifestError, match=r"holds -- or \.\. or ends in \.git, which the Hub refuses"):
+        hf.check_repo(repo)
+    assert hf.check_source_repo("sgl-project/sglang") == "sgl-project/sglang"
+
+
+def test_pinning_a_repo_that_shares_a_manifest_file_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _checkout(tmp_path)
+    (root / "pkgs/weights/manifests").mkdir(parents=True)
+    held = {"repo": "a/b--c", "revision": "b" * 40, "files": []}
+    (root / "pkgs/weights/manifests/a--b--c.json").write_text(json.dumps(held))
+    assert main(["--root", str(root), "weights", f"a--b/c@{REV}"]) == 2
+    assert "which the Hub refuses" in capsys.readouterr().err
+    assert json.loads((root / "pkgs/weights/manifests/a--b--c.json").read_text()) == held
