@@ -3194,3 +3194,25 @@ CASES += [
         check=unchanged_manifest("a/b--c", OTHER_REV),
     ),
 ]
+
+CASES += [
+    Case(
+        "ln-log-dir-read-only",
+        "launcher",
+        "--log-dir on a read-only file system, as root (told that this user may not write there)",
+        (
+            "--recipe",
+            str(RECIPE),
+            "--replicas",
+            "2",
+            "--port",
+            "30000",
+            "--log-dir",
+            "{tmp}/mnt/logs",
+            "--print",
+        ),
+        2,
+        r"log folder: .*mnt/logs cannot be made: .*mnt is on a read-only file system",
+        fs="ro",
+    ),
+]

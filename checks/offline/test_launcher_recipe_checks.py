@@ -20,6 +20,9 @@ import contextlib
 import io
 import json
 import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -228,3 +231,20 @@ def test_print_refuses_a_log_dir_or_cache_that_is_a_dangling_link(tmp_path: Path
             else:
                 os.environ[k] = v
     assert code == 2 and "SGLANG_DG_CACHE_DIR" in err and "leads nowhere" in err, err
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None, reason="a read-only tmpfs mount needs root"
+)
+def test_a_read_only_file_system_is_named_as_such(tmp_path: Path) -> None:
+    """As root, os.access refuses only a read-only file system: the message said "this user may not
+    write"."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    args = f"--recipe {RECIPE} --replicas 2 --port 30000 --log-dir {mnt}/logs --print"
+    run = f"mount -t tmpfs -o ro tmpfs {mnt} && {sys.executable} -m exactlaunch.cli {args}"
+    done = subprocess.run(["unshare", "-m", "sh", "-c", run], capture_output=True, text=True)
+    if "mount:" in done.stderr:
+        pytest.skip(f"cannot mount here: {done.stderr.strip()}")
+    assert done.returncode == 2, done.stderr
+    assert f"{mnt}/logs cannot be made: {mnt} is on a read-only file system" in done.stderr, done.stderr

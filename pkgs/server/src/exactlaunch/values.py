@@ -189,7 +189,17 @@ def folder_to_make(path: Path) -> Path:
         if not parent.is_dir():
             raise BadValue(f"{path}: {parent} is not a folder")
         if parent != path and not os.access(parent, os.W_OK | os.X_OK):
-            raise BadValue(f"{path} cannot be made: this user may not write in {parent}")
+            try:
+                read_only = bool(os.statvfs(parent).f_flag & os.ST_RDONLY)
+            except OSError:
+                read_only = False
+            # root may write anywhere but on a read-only file system: say which it is
+            why = (
+                f"{parent} is on a read-only file system"
+                if read_only
+                else f"this user may not write in {parent}"
+            )
+            raise BadValue(f"{path} cannot be made: {why}")
     except OSError as error:
         raise BadValue(f"{path}: {error.strerror or error}") from None
     return path
