@@ -3216,3 +3216,14 @@ CASES += [
         fs="ro",
     ),
 ]
+
+CASES += [
+    Case(
+        "pl-cargo-set-bad-hash",
+        "pinlock",
+        "cargo --set with a hash Nix would refuse (taken, and written into the pin after the download)",
+        ("cargo", "--set", "foo-1.0=sha256-abc"),
+        2,
+        r"'foo-1.0=sha256-abc': 'sha256-abc' is not an SRI sha256 \(sha256- and 44 base64 characters",
+    ),
+]

@@ -191,3 +191,13 @@ def test_pinning_a_repo_that_shares_a_manifest_file_is_refused(
     assert main(["--root", str(root), "weights", f"a--b/c@{REV}"]) == 2
     assert "which the Hub refuses" in capsys.readouterr().err
     assert json.loads((root / "pkgs/weights/manifests/a--b--c.json").read_text()) == held
+
+
+@pytest.mark.parametrize("value", ["sha256-abc", "sha256-" + "A" * 43 + "= ", "sha256-" + "_" * 43 + "="])
+def test_a_cargo_hash_given_by_hand_has_nix_form(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`cargo --set NAME=HASH` is written into the pin as given; a hash of the wrong form was taken (and
+    the step went to the network) rather than refused as the usage error it is."""
+    with pytest.raises(SystemExit) as leave:
+        main(["cargo", "--set", f"foo-1.0={value}"])
+    assert leave.value.code == 2
+    assert "is not an SRI sha256" in capsys.readouterr().err

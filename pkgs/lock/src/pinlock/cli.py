@@ -23,7 +23,7 @@ from pinlock import commands, hf, snapshot
 from pinlock.hf import ManifestError
 from pinlock.nar import nar_sha256, nix32, sri
 from pinlock.net import NetError
-from pinlock.pins import PinError, UsageError, find_root, folder_problem
+from pinlock.pins import PinError, UsageError, find_root, folder_problem, is_sri
 from pinlock.unpack import UnpackError
 
 FAILURES = (PinError, NetError, ManifestError, UnpackError, ValueError, OSError)
@@ -49,6 +49,11 @@ def _assignment(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not value.startswith("sha256-"):
         raise argparse.ArgumentTypeError(f"expected NAME-VERSION=sha256-..., got {text!r}")
+    if not is_sri(value):  # it becomes a pin as given: a hash Nix would refuse reads as pinned until then
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {value!r} is not an SRI sha256 (sha256- and 44 base64 characters, as "
+            "`nix hash to-sri` prints it)"
+        )
     return key, value
 
 
