@@ -20,6 +20,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -248,3 +249,28 @@ def test_a_read_only_file_system_is_named_as_such(tmp_path: Path) -> None:
         pytest.skip(f"cannot mount here: {done.stderr.strip()}")
     assert done.returncode == 2, done.stderr
     assert f"{mnt}/logs cannot be made: {mnt} is on a read-only file system" in done.stderr, done.stderr
+
+
+@pytest.mark.skipif(shutil.which("nix-instantiate") is None, reason="nix-instantiate not on PATH")
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"name": "../x"}, r'the name "\.\./x" is not a recipe or variant name'),
+        ({"variants": {"Bad": {}}}, r'the variant name "Bad" is not a recipe or variant name'),
+    ],
+)
+def test_the_nix_reader_refuses_names_that_become_paths(
+    edit: dict[str, Any], message: str, tmp_path: Path
+) -> None:
+    """nix/gpu-checks.nix reads ./recipes/<name>.json: the name is a path in Nix too, checked with the
+    launcher's pattern (held equal here)."""
+    nix_text = (REPO / "nix" / "lib" / "recipe.nix").read_text()
+    assert f'namePattern = "{values.RECIPE_NAME.pattern}";' in nix_text
+    data = {**_data(), **edit}
+    (tmp_path / "r.json").write_text(json.dumps(data))
+    expr = f"(import {REPO}/nix/lib).recipe.load {tmp_path / 'r.json'}"
+    done = subprocess.run(
+        ["nix-instantiate", "--eval", "--strict", "--json", "-E", expr], capture_output=True, text=True
+    )
+    assert done.returncode != 0
+    assert re.search(message, done.stderr), done.stderr
