@@ -2989,3 +2989,241 @@ CASES += [
         checkout(),
     ),
 ]
+
+
+def link(rel: str, target: str) -> Setup:
+    """A symbolic link at `rel` to `target` (`{tmp}` in it is the case's folder): dangling, or a loop."""
+
+    def setup(tmp: Path) -> None:
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / rel).symlink_to(target.replace("{tmp}", str(tmp)))
+
+    return setup
+
+
+def argv_with(edit: Callable[[list], None]) -> Setup:
+    data = json.loads(RECIPE_TEXT)
+    edit(data["launch"]["argv"])
+    return write("r.json", json.dumps(data))
+
+
+def _model(argv: list) -> None:
+    argv[argv.index("--model-path") + 1] = "Qwen/Qwen3.8-32B"
+
+
+def _joined_memory(argv: list) -> None:
+    at = argv.index("--mem-fraction-static")
+    argv[at : at + 2] = ["--mem-fraction-static=0.88"]
+
+
+CASES += [
+    # the launcher: a recipe at odds with itself, found by a review of issue 28's classes 3, 6, 7, 9
+    Case(
+        "ln-speculative-contradicts-argv",
+        "launcher",
+        "a variant saying speculative: false whose argv still speculates (a reference that speculates)",
+        (*launch_args, "--variant", "x", "--print"),
+        2,
+        r"variant `x` says speculative: false, but its argv keeps --speculative-algorithm: .*unset",
+        variant("x", {"speculative": False}),
+    ),
+    Case(
+        "ln-model-path-unpinned",
+        "launcher",
+        "an argv loading a model the recipe does not pin (served weights no pin holds)",
+        (*launch_args, "--print"),
+        2,
+        r"runs --model-path Qwen/Qwen3.8-32B, but the recipe's `model` pins Qwen/Qwen3.8-27B",
+        argv_with(_model),
+    ),
+    Case(
+        "ln-env-launcher-decides",
+        "launcher",
+        "a recipe env setting LD_LIBRARY_PATH (--print showed it, a start replaced it with the driver's)",
+        (*launch_args, "--print"),
+        2,
+        r"`launch.env` sets \['LD_LIBRARY_PATH'\]: the launcher decides these itself",
+        launch_with(env={"SGLANG_BATCH_INVARIANT_OPS_SMALL_M_TRITON": "16", "LD_LIBRARY_PATH": "/opt/lib"}),
+    ),
+    Case(
+        "ln-argv-flag-equals-value",
+        "launcher",
+        "--mem-fraction-static=0.88 in the argv (the fleet said the recipe sets none)",
+        (*launch_args, "--replicas", "2", "--port", "30000", "--print"),
+        2,
+        r"`launch.argv` holds '--mem-fraction-static=0.88': write a flag and its value as two elements",
+        argv_with(_joined_memory),
+    ),
+    Case(
+        "ln-recipe-variant-edits",
+        "launcher",
+        "the `recipe` variant editing the argv (the default start no longer the recipe as published)",
+        (*launch_args, "--print"),
+        2,
+        r"variant `recipe` edits the argv or the environment; `recipe` is the recipe as published",
+        variant("recipe", {"set": {"--attention-backend": "flashinfer"}}),
+    ),
+    Case(
+        "ln-variant-name-path",
+        "launcher",
+        "a variant named ../x (a name bitexact makes paths of; class 3)",
+        (*launch_args, "--variant", "../x", "--print"),
+        2,
+        r"`variants`: '\.\./x' is not a recipe or variant name: lowercase letters, digits",
+        variant("../x", {}),
+    ),
+    Case(
+        "ln-recipe-name-path",
+        "launcher",
+        "a recipe named ../other/x (class 3)",
+        (*launch_args, "--build-info"),
+        2,
+        r"`name`: '\.\./other/x' is not a recipe or variant name",
+        recipe_with(name="../other/x"),
+    ),
+    Case(
+        "ln-variant-shadows-preset",
+        "launcher",
+        "a variant named long (bitexact's preset of that name shadowed it)",
+        (*launch_args, "--variant", "long", "--print"),
+        2,
+        r"variant `long`: the name is bitexact's own preset .*give the variant another name",
+        variant("long", {"set": {"--context-length": "131072"}}),
+    ),
+    Case(
+        "ln-host-not-an-address",
+        "launcher",
+        "--host 300.1.1.1 (taken for a host name)",
+        ("--recipe", str(RECIPE), "--host", "300.1.1.1", "--print"),
+        2,
+        r"--host: not an address to bind: '300.1.1.1'",
+    ),
+    Case(
+        "ln-log-dir-dangling-link",
+        "launcher",
+        "--log-dir a dangling link (--print passed, a start said File exists)",
+        ("--recipe", str(RECIPE), "--replicas", "2", "--port", "30000", "--log-dir", "{tmp}/l", "--print"),
+        2,
+        r"log folder: .*/l is a symbolic link that leads nowhere \(to .*/nowhere, missing or a loop\)",
+        link("l", "{tmp}/nowhere"),
+    ),
+]
+
+SNAPSHOT_ARGS = ("weights", "Org/Name@" + REV, "--snapshot", "{tmp}/hub")
+SMALL_HUB = hub_cache({"config.json": b"{}", "model.safetensors": b"w"})
+
+
+def src_pin_at(rev: str) -> Setup:
+    return pin(
+        "nix/pins/sglang-src.json",
+        {"owner": "sgl-project", "repo": "sglang", "rev": rev, "narHash": GOOD_SRI},
+    )
+
+
+CASES += [
+    # pinlock: where a pin is written, and revisions that only look right -- review of classes 7 and 9
+    Case(
+        "pl-pin-target-folder",
+        "pinlock",
+        "a folder where the weights manifest belongs (it hashed every file, then named a temporary file)",
+        ("--root", "{tmp}/repo", *SNAPSHOT_ARGS),
+        1,
+        r"cannot write the pin pkgs/weights/manifests/Org--Name.json: .*Org--Name.json is a directory, "
+        r"where a JSON file belongs: remove it",
+        both(checkout(mkdir("repo/pkgs/weights/manifests/Org--Name.json")), SMALL_HUB),
+        env={"HF_HUB_OFFLINE": "1"},
+    ),
+    Case(
+        "pl-pins-folder-file",
+        "pinlock",
+        "a file where the manifests folder belongs (it said File exists, after the hashing)",
+        ("--root", "{tmp}/repo", *SNAPSHOT_ARGS),
+        1,
+        r"cannot write the pin .*: .*pkgs/weights/manifests is a file, where a folder belongs",
+        both(checkout(write("repo/pkgs/weights/manifests", "")), SMALL_HUB),
+        env={"HF_HUB_OFFLINE": "1"},
+    ),
+    Case(
+        "pl-cache-dir-file",
+        "pinlock",
+        "--cache-dir naming a file (an internal error: FileExistsError)",
+        ("--root", "{tmp}/repo", "--cache-dir", "{tmp}/f", *SNAPSHOT_ARGS),
+        2,
+        r"--cache-dir: .*/f is a file, where a folder belongs; give a folder",
+        both(checkout(write("f", "x")), SMALL_HUB),
+        env={"HF_HUB_OFFLINE": "1"},
+    ),
+    Case(
+        "pl-root-absent",
+        "pinlock",
+        "--root naming nothing (told that the recipe is missing)",
+        ("--root", "{tmp}/none", "status"),
+        2,
+        r"--root .*/none does not exist: give the flake's checkout",
+    ),
+    Case(
+        "pl-src-rev-too-long",
+        "pinlock",
+        "a source pin whose rev has a 41st digit (shortened, it read as the recipe's)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"MALFORMED  nix/pins/sglang-src.json narHash: .*rev: '542a043f\w+' is 41 hex digits; a commit is 40",
+        checkout(src_pin_at(ENGINE_REV + "0")),
+    ),
+    Case(
+        "pl-src-rev-differs-late",
+        "pinlock",
+        "a source pin whose rev differs from the recipe's after the 12th digit (both shown alike)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"pins sgl-project/sglang@542a043f1b68796d269ef1ee11be7865f8d4a5f0, the recipe's engine is "
+        r"sgl-project/sglang@542a043f1b68796d269ef1ee11be7865f8d4a5f1",
+        checkout(src_pin_at(ENGINE_REV[:39] + "0")),
+    ),
+]
+
+CASES += [
+    Case(
+        "pl-repo-double-dash",
+        "pinlock",
+        "a repo id with -- (a--b/c and a/b--c share one manifest: one replaced the other's pin)",
+        ("--root", "{tmp}/repo", "weights", "a--b/c@" + REV),
+        2,
+        r"not a Hugging Face repo id: 'a--b/c' holds -- or \.\. or ends in \.git, which the Hub refuses",
+        checkout(manifest("a/b--c", OTHER_REV)),
+        check=unchanged_manifest("a/b--c", OTHER_REV),
+    ),
+]
+
+CASES += [
+    Case(
+        "ln-log-dir-read-only",
+        "launcher",
+        "--log-dir on a read-only file system, as root (told that this user may not write there)",
+        (
+            "--recipe",
+            str(RECIPE),
+            "--replicas",
+            "2",
+            "--port",
+            "30000",
+            "--log-dir",
+            "{tmp}/mnt/logs",
+            "--print",
+        ),
+        2,
+        r"log folder: .*mnt/logs cannot be made: .*mnt is on a read-only file system",
+        fs="ro",
+    ),
+]
+
+CASES += [
+    Case(
+        "pl-cargo-set-bad-hash",
+        "pinlock",
+        "cargo --set with a hash Nix would refuse (taken, and written into the pin after the download)",
+        ("cargo", "--set", "foo-1.0=sha256-abc"),
+        2,
+        r"'foo-1.0=sha256-abc': 'sha256-abc' is not an SRI sha256 \(sha256- and 44 base64 characters",
+    ),
+]

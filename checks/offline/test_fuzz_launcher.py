@@ -50,6 +50,11 @@ EDGES = [
     "a\nb", "x.json\r", "\x7f", "\u00e9", "0,1", ",", "0,0", "1,0", "::1", "0.0.0.0", "localhost", "host.",
     "-host", "a" * 70, "999999", "65535", "65536", "30000", EXACT, "--mem-fraction-static", "--port",
     "--host", "--base-gpu-id", "--speculative-algorithm", "no-spec", "recipe",
+    # what the launcher decides (a recipe value was shown by --print and replaced at start), the weights
+    # flags, names that become paths, a number that is no address
+    "LD_LIBRARY_PATH", "TRITON_LIBCUDA_PATH", "SGLANG_DG_CACHE_DIR", "HF_HUB_OFFLINE", "CUDA_HOME",
+    "--model-path", "--speculative-draft-model-path", "../x", "Fast", "300.1.1.1",
+    "--mem-fraction-static=0.5",
 ]  # fmt: skip
 text = st.one_of(
     st.sampled_from(EDGES),
@@ -61,12 +66,18 @@ json_value = st.recursive(
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(text, inner, max_size=3)),
     max_leaves=6,
 )
+# Environment names: often one the launcher sets itself (a recipe value for it was shown by --print and
+# replaced by a start), else anything.
+env_names = st.one_of(
+    st.sampled_from(["LD_LIBRARY_PATH", "TRITON_LIBCUDA_PATH", "SGLANG_DG_CACHE_DIR", "HF_HUB_OFFLINE", "A"]),
+    text,
+)
 variant_body = st.fixed_dictionaries(
     {},
     optional={
         "unset": st.one_of(st.lists(text, max_size=3), json_value),
         "set": st.one_of(st.dictionaries(text, text, max_size=3), json_value),
-        "env": st.one_of(st.dictionaries(text, text, max_size=2), json_value),
+        "env": st.one_of(st.dictionaries(env_names, text, max_size=2), json_value),
         "speculative": st.one_of(st.booleans(), json_scalar),
         "description": st.one_of(text, json_scalar),
         "client": json_value,
@@ -86,8 +97,9 @@ def recipes(draw: st.DrawFn) -> tuple[str, str | None, list[str]]:
     data = json.loads(json.dumps(BASE))
     names = ["recipe", "no-spec"]
     for _ in range(draw(st.integers(0, 3))):
-        kind = draw(st.sampled_from(["variant", "replace", "memory", "argv", "non-exact", "non-exact"]))
-        if kind in ("variant", "non-exact") and not isinstance(data.get("variants"), dict):
+        kinds = ["variant", "replace", "memory", "argv", "non-exact", "non-exact", "env"]
+        kind = draw(st.sampled_from(kinds))
+        if kind in ("variant", "non-exact", "env") and not isinstance(data.get("variants"), dict):
             continue  # replaced by a drawn value of another kind before
         if kind == "variant":
             name = draw(st.one_of(st.sampled_from(["x", "no-spec"]), text))
@@ -98,6 +110,10 @@ def recipes(draw: st.DrawFn) -> tuple[str, str | None, list[str]]:
             body = draw(variant_body)
             data["variants"][name] = {**body, "unset": [EXACT]} if draw(st.booleans()) else {"unset": [EXACT]}
             names += [name, name, name]  # asked for more often: a start of it runs up to the exec
+        elif kind == "env":  # a variant that a start runs up to the exec, setting one variable
+            name = draw(st.sampled_from(["fast", "fast2"]))
+            data["variants"][name] = {"unset": [EXACT], "env": {draw(env_names): draw(text)}}
+            names += [name, name, name]
         elif kind == "replace":
             *parents, key = draw(st.sampled_from(PATHS))
             target = data
@@ -297,6 +313,17 @@ def test_drawn_command_lines_are_refused_or_served_as_printed(host: Path, data: 
         recipe.write_text(json.dumps({**BASE, "variants": {**BASE["variants"], "fast": {"unset": [EXACT]}}}))
     names = [*sorted(BASE["variants"]), "fast", "fast", "fast"]
     check_agreement(["--recipe", str(recipe), *data.draw(command_lines(names))], host)
+
+
+@fuzz(examples=60)
+@given(name=env_names, value=text)
+def test_a_variant_environment_is_started_as_printed(host: Path, name: str, value: str) -> None:
+    """One variable set by a variant that a start runs up to the exec: what --print shows is what the
+    server gets (LD_LIBRARY_PATH from a recipe was printed, then replaced by the driver's at start)."""
+    recipe = host / "with-env.json"
+    fast = {"unset": [EXACT], "env": {name: value}}
+    recipe.write_text(json.dumps({**BASE, "variants": {**BASE["variants"], "fast": fast}}))
+    check_agreement(["--recipe", str(recipe), "--variant", "fast"], host)
 
 
 @pytest.mark.parametrize(

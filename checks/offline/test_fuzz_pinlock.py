@@ -57,6 +57,7 @@ EDGES = [
     "", "sha256-", GOOD_HASH, GOOD_HASH.upper(), GOOD_HASH[:-1], "sha256:" + "0" * 64, ENGINE["rev"],
     ENGINE["rev"].upper(), ENGINE["rev"][:12], "sgl-project", "sglang", "main", "1" * 40, "../x",
     "rust/Cargo.lock", "../../etc/passwd", "/abs/Cargo.lock", MODEL["repo"], MODEL["revision"], OTHER,
+    ENGINE["rev"] + "0", ENGINE["rev"] + " ", ENGINE["rev"][:39] + "0", "SGL-Project",
 ]  # fmt: skip
 text = st.one_of(st.sampled_from(EDGES), st.text(max_size=8))
 arg = text.filter(lambda t: "\0" not in t)  # a command line cannot carry NUL (execve ends the string)
@@ -206,7 +207,9 @@ def assert_no_crash(code: int, out: str, err: str) -> None:
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("fuzz-pinlock")
+    root = tmp_path_factory.mktemp("fuzz-pinlock")
+    (root / "dl").symlink_to(root / "nowhere" / "x")  # a --cache-dir that leads nowhere
+    return root
 
 
 def expected_src_pinned(files: dict[str, Any]) -> bool:
@@ -241,6 +244,9 @@ def test_status_reads_pins_against_the_recipe_and_changes_nothing(home: Path, fi
     src = rows["nix/pins/sglang-src.json narHash"]
     event(f"source pin {src}")
     assert (src == "pinned") == expected_src_pinned(files), (files.get("nix/pins/sglang-src.json"), out)
+    # A pin told apart from the recipe's is shown apart: never "pins X, the recipe's engine is X".
+    for held, wanted in re.findall(r"pins (.+), the recipe's engine is (\S+):", out):
+        assert held != wanted, out
     for entry in (MODEL, DRAFTER):
         state = rows[f"weights manifest {entry['repo']}@{entry['revision'][:12]}"]
         manifest = files.get(f"pkgs/weights/manifests/{entry['repo'].replace('/', '--')}.json")
@@ -387,7 +393,12 @@ def pinlock_command_lines(draw: st.DrawFn, home: Path) -> list[str]:
     option_values = {
         "--root": [str(home / "checkout"), str(home), str(home / "none"), ""],
         "--recipe": [str(home / "checkout/nix/recipes/qwen3.8-27b-exact.json"), str(home / "x.json"), "-"],
-        "--cache-dir": [str(home / "c")],
+        # a folder to make; a file and a dangling link, which mkdir met with FileExistsError
+        "--cache-dir": [
+            str(home / "c"),
+            str(home / "checkout/nix/recipes/qwen3.8-27b-exact.json"),
+            str(home / "dl"),
+        ],
     }
 
     def options() -> list[str]:

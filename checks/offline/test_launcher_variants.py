@@ -192,9 +192,10 @@ def test_set_appends_missing_flags_in_sorted_order() -> None:
 def test_variant_edit_errors_name_the_variant() -> None:
     data = _recipe_json()
     data["variants"]["bad"] = {"unset": ["--not-there"]}
-    recipe = parse_recipe(data, Path("custom.json"))
-    with pytest.raises(RecipeError, match=r"variant `bad`: cannot unset --not-there"):
-        apply_variant(recipe.argv, recipe.env, recipe.variants["bad"])
+    # Every variant's edits are applied when the recipe is read, so a broken one refuses the file
+    # whichever variant is asked for (--print and --list-variants included).
+    with pytest.raises(RecipeError, match=r"custom.json: variant `bad`: cannot unset --not-there"):
+        parse_recipe(data, Path("custom.json"))
 
 
 @pytest.mark.parametrize(

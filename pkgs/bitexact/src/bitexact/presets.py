@@ -78,6 +78,8 @@ def load_recipe(path: str | None) -> dict[str, Any]:
 def _check_variant(path: Path, name: str, variant: Any) -> None:
     where = f"--recipe {path}: variant {name!r}"
     checked_name(name, f"--recipe {path}: the variant name")
+    if name == "long":  # the preset of that name (make_preset) would shadow the variant, silently
+        raise UsageError(f"{where}: `long` is the name of bitexact's own preset; rename the variant")
     if not isinstance(variant, dict):
         raise UsageError(f"{where} must be an object, not {type(variant).__name__}")
     unknown = sorted(set(variant) - VARIANT_KEYS)

@@ -23,7 +23,7 @@ from pinlock import commands, hf, snapshot
 from pinlock.hf import ManifestError
 from pinlock.nar import nar_sha256, nix32, sri
 from pinlock.net import NetError
-from pinlock.pins import PinError, UsageError, find_root
+from pinlock.pins import PinError, UsageError, find_root, folder_problem, is_sri
 from pinlock.unpack import UnpackError
 
 FAILURES = (PinError, NetError, ManifestError, UnpackError, ValueError, OSError)
@@ -49,6 +49,11 @@ def _assignment(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not value.startswith("sha256-"):
         raise argparse.ArgumentTypeError(f"expected NAME-VERSION=sha256-..., got {text!r}")
+    if not is_sri(value):  # it becomes a pin as given: a hash Nix would refuse reads as pinned until then
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {value!r} is not an SRI sha256 (sha256- and 44 base64 characters, as "
+            "`nix hash to-sri` prints it)"
+        )
     return key, value
 
 
@@ -267,6 +272,9 @@ def _main(argv: list[str]) -> int:
             return _error(UsageError(f"hash-path {options.path}: {error}"))
         print(nix32(digest) if options.base32 else sri(digest))
         return 0
+    if options.root is not None and not options.root.is_dir():
+        what = "does not exist" if not options.root.exists() else "is not a directory"
+        return _error(UsageError(f"--root {options.root} {what}: give the flake's checkout"))
     try:
         root = (options.root or find_root(Path.cwd())).resolve()
     except PinError as error:
@@ -289,6 +297,11 @@ def _main(argv: list[str]) -> int:
         return 0 if all(state == "pinned" for _, state, _ in rows) else 1
     if command == "uv":
         return _run_steps([("uv", lambda: commands.lock_uv(ctx, options.upgrade))])
+    cache_problem = folder_problem(ctx.cache)
+    if cache_problem:
+        default = "the download cache ($XDG_CACHE_HOME/bitexact/pinlock)"
+        given = "--cache-dir" if options.cache_dir else default
+        return _error(UsageError(f"{given}: {cache_problem}; give a folder (it is made if absent)"))
     with commands.workspace(ctx):
         steps: list[tuple[str, Callable[[], None]]] = []
         if command in ("all", "src"):

@@ -22,10 +22,25 @@ class ManifestError(ValueError):
     """A manifest, an API answer or a snapshot does not have the shape or the content we rely on."""
 
 
+def check_source_repo(repo: str) -> str:
+    """An owner/name of a source repository (GitHub's characters)."""
+    if not _REPO.fullmatch(repo):
+        raise ManifestError(f"not a repository (owner/name): {repo!r}; give it as GitHub does, e.g. org/name")
+    return repo
+
+
 def check_repo(repo: str) -> str:
+    """A Hugging Face repo id (org/name), with the Hub's own rules: no `--` and no `..` (the cache folder
+    `models--ORG--NAME` and the manifest `ORG--NAME.json` of `a--b/c` and `a/b--c` would be one and the
+    same, so pinning one would replace the other's pin), not ending in `.git`."""
     if not _REPO.fullmatch(repo):
         raise ManifestError(
             f"not a Hugging Face repo id (org/name): {repo!r}; give it as on the Hub, e.g. Qwen/Qwen3-0.6B"
+        )
+    if "--" in repo or ".." in repo or repo.endswith(".git"):
+        raise ManifestError(
+            f"not a Hugging Face repo id: {repo!r} holds -- or .. or ends in .git, which the Hub refuses "
+            "(its cache folder and its manifest would be another repo's)"
         )
     return repo
 
@@ -42,6 +57,10 @@ def revision_problem(text: str) -> str | None:
         return None
     if is_revision(text.lower()):
         return f"{text!r} is in upper case; write the commit in lower case, as git prints it: {text.lower()}"
+    if is_revision(text.strip().lower()):
+        return f"{text!r} has white space around it; give the 40 hex digits alone: {text.strip().lower()}"
+    if text and re.fullmatch(r"[0-9a-fA-F]+", text) and len(text) > 40:
+        return f"{text!r} is {len(text)} hex digits; a commit is 40"
     return f"a commit is 40 lower-case hex digits, not {text!r} (a branch, a tag or a short id)"
 
 

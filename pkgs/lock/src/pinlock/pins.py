@@ -39,6 +39,54 @@ def find_root(start: Path) -> Path:
     raise PinError(f"no nix/recipes/ at or above {start}: run pinlock in the flake's checkout or pass --root")
 
 
+def _link_nowhere(path: Path) -> str | None:
+    """Why `path` or a folder above it is a symbolic link that leads nowhere (missing, or a loop)."""
+    for part in [path, *path.parents]:
+        if part.is_symlink() and not part.exists():
+            try:
+                target = os.readlink(part)
+            except OSError:
+                target = "?"
+            return f"{part} is a symbolic link that leads nowhere (to {target}: missing, or a loop)"
+    return None
+
+
+def folder_problem(path: Path) -> str | None:
+    """Why `path` is not a folder that exists or can be made and written in by this user, or None: a
+    dangling link or a loop (mkdir says only "File exists"), a file in its place or above it, a read-only
+    file system or a folder this user may not write in."""
+    try:
+        nowhere = _link_nowhere(path)
+        if nowhere:
+            return nowhere
+        if path.exists() and not path.is_dir():
+            return f"{path} is a file, where a folder belongs"
+        parent = next((p for p in [path, *path.parents] if p.exists()), Path("."))
+        if not parent.is_dir():
+            return f"{parent} is a file, where a folder belongs (above {path})"
+        if not os.access(parent, os.W_OK | os.X_OK):
+            try:
+                read_only = bool(os.statvfs(parent).f_flag & os.ST_RDONLY)
+            except OSError:
+                read_only = False
+            why = "the file system is mounted read-only" if read_only else "this user may not write there"
+            return f"{parent} cannot be written ({why})"
+    except OSError as error:
+        return f"{path}: {error.strerror or error}"
+    return None
+
+
+def file_problem(path: Path) -> str | None:
+    """Why the file `path` cannot be written in place (atomically, next to itself), or None."""
+    nowhere = _link_nowhere(path)
+    if nowhere:
+        return nowhere
+    if path.exists() and not path.is_file():
+        kind = "a directory" if path.is_dir() else "not a regular file"
+        return f"{path} is {kind}, where a JSON file belongs: remove it"
+    return folder_problem(path.parent)
+
+
 def is_sri(text: object) -> bool:
     """An SRI sha256 (`sha256-` and 44 base64 characters), the form nix/lib/pins.nix accepts."""
     return isinstance(text, str) and SRI_SHA256.fullmatch(text) is not None

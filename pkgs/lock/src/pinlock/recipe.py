@@ -78,7 +78,7 @@ def parse(data: Any, where: Path) -> RecipePins:
             f"recipe {where}: schema {schema!r} is not one pinlock reads "
             f"({list(RECIPE_SCHEMAS)}); use the pinlock of the flake the recipe came with"
         )
-    repo = _formed(hf.check_repo, _field(data, "engine.repo", str, where), "engine.repo", where)
+    repo = _formed(hf.check_source_repo, _field(data, "engine.repo", str, where), "engine.repo", where)
     rev = _formed(hf.check_revision, _field(data, "engine.rev", str, where), "engine.rev", where)
     owner, name = repo.split("/")
     weights = []

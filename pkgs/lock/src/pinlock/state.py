@@ -56,8 +56,14 @@ def src(root: Path, engine: Source) -> State:
     held = src_identity(root)
     if held is None:
         return MALFORMED, f"{SRC_PIN}: owner, repo and rev must be strings: {fix}"
+    problem = hf.revision_problem(held.rev)
+    if problem:  # a rev with white space, a digit too many: shortened, it would read as the recipe's
+        return MALFORMED, f"{SRC_PIN}: rev: {problem}: {fix}"
     if held != engine:
-        return ABSENT, f"{SRC_PIN} pins {held}, the recipe's engine is {engine}: `nix run .#lock -- src`"
+        # Revisions that differ only after their 12th digit would read alike shortened: shown in full.
+        shown = (str(held), str(engine)) if str(held) != str(engine) else (held.identity, engine.identity)
+        fix = "`nix run .#lock -- src`"
+        return ABSENT, f"{SRC_PIN} pins {shown[0]}, the recipe's engine is {shown[1]}: {fix}"
     if "narHash" not in pin:
         return ABSENT, f"{SRC_PIN} has no narHash yet"
     if not is_sri(pin["narHash"]):

@@ -17,6 +17,13 @@ RECIPE_VAR = "BITEXACT_RECIPE"
 DEEP_GEMM_VAR = "BITEXACT_DEEP_GEMM"
 CUDA_HOME_VAR = "BITEXACT_CUDA_HOME"
 HF_CACHE_VAR = "BITEXACT_HF_HUB_CACHE"
+# The variables the launcher decides itself (build_env below; LD_LIBRARY_PATH and TRITON_LIBCUDA_PATH from
+# gpuhost.driver.driver_environment at start). A recipe or variant setting one would have --print show its
+# value and a start replace it, so the recipe reader refuses them, as it refuses serving flags in the argv.
+DECIDED_VARS = frozenset(
+    {"HF_HUB_OFFLINE", "HF_HUB_CACHE", "CUDA_HOME", "SGLANG_DG_CACHE_DIR"}
+    | {"LD_LIBRARY_PATH", "TRITON_LIBCUDA_PATH"}
+)
 
 
 @dataclass

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from exactlaunch import strictjson, values
+from exactlaunch.environment import DECIDED_VARS
 
 # The recipe file formats this launcher reads (the file's "schema"): a newer one may mean what this one
 # would silently get wrong.
@@ -26,6 +27,13 @@ LAUNCH_KEYS = frozenset({"argv", "env", "servingFlags"})
 SERVING_FLAGS = tuple(values.SERVING)
 # Keys a variant may carry; anything else is a typo that would silently do nothing.
 VARIANT_KEYS = frozenset({"description", "speculative", "unset", "set", "env", "client"})
+# Names bitexact gives its own presets (bitexact.presets: `long` is the recipe against no-spec on long
+# prompts): a variant of that name would be shadowed there, silently.
+RESERVED_VARIANTS = frozenset({"long"})
+# What a variant's `speculative` promises is whether its argv keeps this flag.
+SPECULATIVE_FLAG = "--speculative-algorithm"
+# The flags that name the weights a server loads, each with the recipe section that pins them.
+WEIGHTS_FLAGS = {"--model-path": "model", "--speculative-draft-model-path": "drafter"}
 
 
 class RecipeError(ValueError):
@@ -116,11 +124,34 @@ def _string_map(
 
 
 def _env(value: Any, what: str, where: Path) -> dict[str, str]:
-    return _string_map(value, what, where, values.env_name, values.env_value)
+    env = _string_map(value, what, where, values.env_name, values.env_value)
+    decided = sorted(set(env) & DECIDED_VARS)
+    if decided:
+        raise RecipeError(
+            f"{where}: `{what}` sets {decided}: the launcher decides these itself (the pinned weights "
+            "cache, CUDA, the JIT cache, the driver's libraries), so --print would show the recipe's value "
+            "and a start another; remove them from the recipe"
+        )
+    return env
 
 
 def _variant(name: str, data: Any, where: Path) -> Variant:
+    try:
+        values.recipe_name(name)
+    except values.BadValue as error:
+        raise RecipeError(f"{where}: `variants`: {error}") from None
+    if name in RESERVED_VARIANTS:
+        raise RecipeError(
+            f"{where}: variant `{name}`: the name is bitexact's own preset (the recipe against no-spec on "
+            "long prompts), which would shadow it; give the variant another name"
+        )
     variant = _variant_fields(name, data, where)
+    if name == "recipe" and (variant.unset or variant.set or variant.env):
+        raise RecipeError(
+            f"{where}: variant `recipe` edits the argv or the environment; `recipe` is the recipe as "
+            "published (its argv and env verbatim, what `bitexact-server` starts by default): give the "
+            "edits a variant of their own"
+        )
     ours = sorted({*variant.unset, *variant.set} & set(SERVING_FLAGS))
     if ours:
         raise RecipeError(
@@ -174,6 +205,13 @@ def parse_recipe(data: Any, where: Path) -> Recipe:
     argv = _strings(_require(data, "launch.argv", list, where), "launch.argv", where)
     if argv[:3] != ("python", "-m", "sglang.launch_server"):
         raise RecipeError(f"{where}: `launch.argv` must start with python -m sglang.launch_server")
+    joined = [a for a in argv if a.startswith("--") and "=" in a]
+    if joined:
+        flag, _, value = joined[0].partition("=")
+        raise RecipeError(
+            f"{where}: `launch.argv` holds {joined[0]!r}: write a flag and its value as two elements "
+            f"({flag!r}, {value!r}); variants and the fleet find flags by name and would miss it"
+        )
     held = sorted({a.split("=", 1)[0] for a in argv} & set(SERVING_FLAGS))
     if held:
         raise RecipeError(
@@ -191,9 +229,14 @@ def parse_recipe(data: Any, where: Path) -> Recipe:
     header = _require(data, "deepGemm.fencedHeader", str, where)
     _checked((header,), values.relative_path, "deepGemm.fencedHeader", where)
     variants = _require(data, "variants", Mapping, where)
-    return Recipe(
+    name = _require(data, "name", str, where)
+    try:
+        values.recipe_name(name)
+    except values.BadValue as error:
+        raise RecipeError(f"{where}: `name`: {error}") from None
+    recipe = Recipe(
         path=where,
-        name=_require(data, "name", str, where),
+        name=name,
         argv=_checked(argv, values.argv_item, "launch.argv", where),
         env=_env(_require(data, "launch.env", Mapping, where), "launch.env", where),
         serving_flags=serving,
@@ -202,6 +245,50 @@ def parse_recipe(data: Any, where: Path) -> Recipe:
         variants={name: _variant(name, body, where) for name, body in variants.items()},
         data=data,
     )
+    for variant in recipe.variants.values():
+        _check_variant_argv(recipe, variant, variants[variant.name])
+    return recipe
+
+
+def _pinned_weights(data: Mapping[str, Any], section: str) -> str | None:
+    """What the recipe pins for `section` (model, drafter): a Hub repo, or the path of a generated model."""
+    entry = data.get(section)
+    if not isinstance(entry, Mapping):
+        return None
+    value = entry.get("path") if "generator" in entry else entry.get("repo")
+    return value if isinstance(value, str) else None
+
+
+def _check_variant_argv(recipe: Recipe, variant: Variant, raw: Mapping[str, Any]) -> None:
+    """Every variant's argv, as the launcher would run it, against what the recipe says of it: the edits
+    apply, `speculative` (when given) says whether the argv speculates, and the weights it loads are the
+    ones the recipe pins (pinlock pins `model` and `drafter`; an argv loading another repo would serve
+    weights no pin holds)."""
+    from exactlaunch.variants import apply_variant  # variants imports this module
+
+    where = recipe.path
+    try:
+        argv, _ = apply_variant(recipe.argv, recipe.env, variant)
+    except RecipeError as error:
+        raise RecipeError(f"{where}: {error}") from None
+    if "speculative" in raw and variant.speculative != (SPECULATIVE_FLAG in argv):
+        does = "keeps" if SPECULATIVE_FLAG in argv else "has no"
+        fix = "set it to false"
+        if SPECULATIVE_FLAG in argv:
+            fix = f"unset {SPECULATIVE_FLAG} and its companions"
+        raise RecipeError(
+            f"{where}: variant `{variant.name}` says speculative: {str(variant.speculative).lower()}, but "
+            f"its argv {does} {SPECULATIVE_FLAG}: bitexact would take it for what it is not; {fix}"
+        )
+    for flag, section in WEIGHTS_FLAGS.items():
+        pinned = _pinned_weights(recipe.data, section)
+        for index, item in enumerate(argv[:-1]):
+            if item == flag and argv[index + 1] != pinned:
+                raise RecipeError(
+                    f"{where}: variant `{variant.name}` runs {flag} {argv[index + 1]}, but the recipe's "
+                    f"`{section}` pins {pinned or 'nothing'}: the server would load weights no pin holds; "
+                    f"make them the same"
+                )
 
 
 def _known(section: Mapping[str, Any], keys: frozenset[str], prefix: str, where: Path) -> None:

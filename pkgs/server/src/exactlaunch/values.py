@@ -25,6 +25,10 @@ _GPU = re.compile(r"0|[1-9][0-9]{0,2}")
 _DECIMAL = re.compile(r"[0-9]*\.[0-9]+|[0-9]+\.?")
 # A name that becomes a file or folder name (a log, a tree, a step): no separators, no leading dot.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
+# A recipe's or a variant's name: bitexact turns both into golden and report paths (bitexact.names.NAME,
+# the same pattern: checks/offline/test_launcher_recipe_checks.py holds them equal), so the launcher,
+# which reads the recipe first, refuses what bitexact would.
+RECIPE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,99}")
 _LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 # What argparse reads as a value although it starts with `-`: a negative number (its own pattern), `-`.
 _NEGATIVE = re.compile(r"-[0-9]+|-[0-9]*\.[0-9]+")
@@ -80,8 +84,11 @@ def host(text: str) -> str:
     except ValueError:
         pass
     labels = text.removesuffix(".").split(".")
+    # A last label of digits alone is an IP address gone wrong (`300.1.1.1`, `1.2.3.4.5`, `30000`), never
+    # a host name (RFC 3696 section 2): the resolver would read `123` as 0.0.0.123.
     if text and len(text) <= 253 and all(_LABEL.fullmatch(label) for label in labels):
-        return text
+        if not labels[-1].isascii() or not labels[-1].isdigit():
+            return text
     raise BadValue(f"not an address to bind: {text!r} (an IP address such as 0.0.0.0, or a host name)")
 
 
@@ -141,6 +148,16 @@ def name(text: str) -> str:
     return text
 
 
+def recipe_name(text: str) -> str:
+    """A recipe's or a variant's name, which bitexact makes file names of (goldens, reports)."""
+    if not RECIPE_NAME.fullmatch(text):
+        raise BadValue(
+            f"{text!r} is not a recipe or variant name: lowercase letters, digits, '.', '_' or '-', starting "
+            "with a letter or digit (at most 100); bitexact makes file names of it"
+        )
+    return text
+
+
 def path_text(text: str) -> str:
     """A path as given in an environment variable or an option: no control characters (a carriage return
     from a file saved on Windows, a newline), no white space around it; either would name another file
@@ -156,13 +173,33 @@ def folder_to_make(path: Path) -> Path:
     """A folder that exists, or can be made by this user: nothing in the way, its nearest existing
     parent a folder it may write in."""
     try:
+        for part in [path, *path.parents]:
+            if part.is_symlink() and not part.exists():  # dangling, or a loop: mkdir says "File exists"
+                try:
+                    target = os.readlink(part)
+                except OSError:
+                    target = "?"
+                raise BadValue(
+                    f"{path}: {part} is a symbolic link that leads nowhere (to {target}, missing or a loop); "
+                    "remove it or point it at a folder"
+                )
         if path.exists() and not path.is_dir():
             raise BadValue(f"{path} exists and is not a folder")
         parent = next((p for p in [path, *path.parents] if p.exists()), Path("."))
         if not parent.is_dir():
             raise BadValue(f"{path}: {parent} is not a folder")
         if parent != path and not os.access(parent, os.W_OK | os.X_OK):
-            raise BadValue(f"{path} cannot be made: this user may not write in {parent}")
+            try:
+                read_only = bool(os.statvfs(parent).f_flag & os.ST_RDONLY)
+            except OSError:
+                read_only = False
+            # root may write anywhere but on a read-only file system: say which it is
+            why = (
+                f"{parent} is on a read-only file system"
+                if read_only
+                else f"this user may not write in {parent}"
+            )
+            raise BadValue(f"{path} cannot be made: {why}")
     except OSError as error:
         raise BadValue(f"{path}: {error.strerror or error}") from None
     return path
