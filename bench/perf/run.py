@@ -9,6 +9,10 @@ changed and `--load-format dummy` added):
 - `exact-no-spec`: patched tree, the recipe's `no-spec` variant;
 - `stock-no-spec`: the released tree without `--enable-deterministic-inference` and without speculation
   (`perf-stock-no-spec`): the recipe author's reference row.
+Beside them, on request (--server): `exact-spec-window` (exact-spec with the drafter's context capped at
+4096 tokens), and `exact-spec-radix` / `stock-spec-radix` (exact-spec and stock-spec with the radix cache
+on), which run the prefix-reuse stage alone (bench/perf/reuse.py: time to the first token with a shared
+prefix of --reuse-prefix tokens from the cache against computed afresh; `reuse.json` + `reuse.jsonl`).
 Random weights accept no drafts, so both speculative servers run with SGLang's own
 `SGLANG_SIMULATE_ACC_LEN` (srt/speculative/dflash_worker_v2.py calls
 dflash_utils.apply_dflash_simulated_acceptance: every verify step commits that many tokens;
@@ -66,6 +70,7 @@ sys.path.insert(0, str(HERE))
 import batteries  # noqa: E402  (checks/e2e/batteries.py: Server, host env, meta_sample)
 import breakdown  # noqa: E402
 import prefill  # noqa: E402
+import reuse  # noqa: E402
 import target_estimate  # noqa: E402
 
 RECIPE = REPO / "nix" / "recipes" / "perf-27b-shape.json"
@@ -89,6 +94,7 @@ class ServerSpec:
     variant: str
     speculative: bool
     description: str
+    reuse: bool = False  # a radix server: only the prefix-reuse stage runs (bench/perf/reuse.py)
 
 
 SERVERS = {
@@ -111,8 +117,26 @@ SERVERS = {
             False,
             "stock tree, speculation off (the reference row)",
         ),
+        ServerSpec(
+            "exact-spec-radix",
+            "patched",
+            "perf-exact-spec-radix",
+            True,
+            "exact, speculation on, the radix cache on",
+            reuse=True,
+        ),
+        ServerSpec(
+            "stock-spec-radix",
+            "stock",
+            "perf-stock-spec-radix",
+            True,
+            "stock tree, no deterministic inference, the radix cache on",
+            reuse=True,
+        ),
     )
 }
+# `measure` without --server: the four servers of docs/performance.md's table
+DEFAULT_SERVERS = ["exact-spec", "stock-spec", "exact-no-spec", "stock-no-spec"]
 
 
 class RunError(RuntimeError):
@@ -431,7 +455,10 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
     bench_plan = [b for b in benches(args) if not (out / f"{b[0]}.json").exists()]
     profiles = [] if args.no_profile else [n for n in args.profile_prompt if n not in breakdown_files(out)]
     need_prefill = not args.no_profile and args.prefill_prompt > 0 and not (out / "prefill.json").exists()
-    if not (bench_plan or profiles or need_prefill) and (out / "meta.json").exists():
+    need_reuse = spec.reuse and not (out / "reuse.json").exists()
+    if spec.reuse:  # a radix server measures prefix reuse alone
+        bench_plan, profiles, need_prefill = [], [], False
+    if not (bench_plan or profiles or need_prefill or need_reuse) and (out / "meta.json").exists():
         log(f"{spec.name}: results exist in {out}, skipped")
         return
     if deadline - time.monotonic() < args.start_timeout + 60:
@@ -485,6 +512,22 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
             timings[f"profile_{length}_s"] = result.pop("_stage_s")
             log(f"{spec.name}: breakdown at {length} tokens written ({result['cycles']} cycles)")
             pack_if(args, [spec.name])
+        if need_reuse:
+            if deadline - time.monotonic() < 120:
+                raise OutOfTime(f"{spec.name}: not enough time left for the reuse stage")
+            began = time.monotonic()
+            try:
+                found_reuse = reuse.measure(
+                    lambda path, body, timeout: post(args.port, path, body, timeout),
+                    out,
+                    prefixes=tuple(args.reuse_prefix),
+                    log=lambda line: log(f"{spec.name}: {line}"),
+                )
+            except reuse.ReuseError as error:
+                raise RunError(f"{spec.name}: {error}") from None
+            (out / "reuse.json").write_text(json.dumps(found_reuse, indent=1) + "\n")
+            timings["reuse_s"] = round(time.monotonic() - began, 1)
+            log(f"{spec.name}: reuse written")
         if need_prefill:
             found = traced_stage(
                 spec,
@@ -539,7 +582,7 @@ def warm(args: argparse.Namespace) -> int:
 def measure(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.deadline_s
     check_ready(args.work)
-    names = args.server or list(SERVERS)
+    names = args.server or DEFAULT_SERVERS
     pack_if(args)  # $OUT starts empty in each call: servers finished in earlier calls come back too
     for name in names:
         measure_one(SERVERS[name], args, deadline)
@@ -741,6 +784,10 @@ def summarize(results: Path) -> str:
     if len(lengths_profiled) > 1:
         lines += every_length_table(names, profiled)
     lines += prefill_lines({name: _load(folder, "prefill.json") for name, folder in servers.items()})
+    reused = {name: found for name, folder in servers.items() if (found := _load(folder, "reuse.json"))}
+    if reused:
+        lines += ["## Prefix reuse: time to the first token, shared prefix cached vs computed afresh", ""]
+        lines += [reuse.markdown(reused), ""]
     spec_profiles = profiled.get("exact-spec", {})
     if len(lengths_profiled) > 1 and len(spec_profiles) > 1:
         cycles = {
@@ -802,7 +849,9 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("measure", help="start each server, bench, profile, stop (GPU host)")
     m.add_argument("--work", type=Path, required=True, help="checks/e2e/assemble.py's folder")
     m.add_argument("--results", type=Path, required=True, help="results folder (kept across calls)")
-    m.add_argument("--server", action="append", choices=list(SERVERS), help="default: all four, in order")
+    m.add_argument(
+        "--server", action="append", choices=list(SERVERS), help=f"default: {', '.join(DEFAULT_SERVERS)}"
+    )
     m.add_argument("--lengths", default=LENGTHS, help=f"bench prompt lengths (default {LENGTHS})")
     m.add_argument(
         "--bench-tag", default="", help="a further bench of other --lengths: bench-TAG.json beside bench.json"
@@ -830,6 +879,12 @@ def main(argv: list[str] | None = None) -> int:
         help=f"tokens of the profiled prefill (default {PREFILL_PROMPT}; 0 for none)",
     )
     m.add_argument("--no-profile", action="store_true", help="neither the decode nor the prefill profile")
+    m.add_argument(
+        "--reuse-prefix",
+        type=profile_lengths,
+        default=list(reuse.PREFIXES),
+        help="the radix servers' shared prefixes, tokens, comma-separated (default 2048,32768)",
+    )
     m.add_argument("--port", type=int, default=batteries.PORT)
     m.add_argument("--start-timeout", type=float, default=420.0)
     m.add_argument("--deadline-s", type=float, default=560.0, help="this call's time budget")

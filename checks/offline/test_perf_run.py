@@ -32,7 +32,10 @@ import run  # noqa: E402
 from exactlaunch.cli import plan  # noqa: E402
 from exactlaunch.recipe import load_recipe  # noqa: E402
 
-ADDED_VARIANTS = {"perf-exact-spec", "perf-exact-spec-window", "perf-stock-spec", "perf-stock-no-spec"}
+ADDED_VARIANTS = {
+    "perf-exact-spec", "perf-exact-spec-window", "perf-stock-spec", "perf-stock-no-spec",
+    "perf-exact-spec-radix", "perf-stock-spec-radix",
+}  # fmt: skip
 
 
 def test_the_perf_recipe_changes_only_the_model_paths_and_the_load_format() -> None:
@@ -67,7 +70,12 @@ def test_the_four_servers_from_the_launcher() -> None:
         assert launch.env.decided["SGLANG_SIMULATE_ACC_LEN"] == "5"
         assert launch.env.decided["SGLANG_SIMULATE_ACC_TOKEN_MODE"] == "real-draft-token"
     assert "SGLANG_SIMULATE_ACC_LEN" not in plain.env.decided | reference.env.decided
-    assert [run.accept_len(s) for s in run.SERVERS.values()] == [5.0, 5.0, 5.0, None, None]
+    assert [run.accept_len(s) for s in run.SERVERS.values()] == [5.0, 5.0, 5.0, None, None, 5.0, 5.0]
+    for name, plain_twin in (("exact-spec-radix", exact), ("stock-spec-radix", stock)):
+        radix = launches[name]
+        assert run.SERVERS[name].reuse and radix.exact == plain_twin.exact
+        assert "--disable-radix-cache" in plain_twin.argv
+        assert [a for a in plain_twin.argv if a != "--disable-radix-cache"] == radix.argv
     window = launches["exact-spec-window"]
     assert window.exact and window.env.decided["SGLANG_SIMULATE_ACC_LEN"] == "5"
     at = window.argv.index("--speculative-draft-window-size")
