@@ -21,6 +21,11 @@
 # first start (its kernels compile into the cache), checks/gpu, the patched tree's parity and capacity
 # batteries and the golden checks of the new build (tiny model, --mem-fraction-static 0.1 each); P alone,
 # the exact speculative and exact no-spec 27B-shaped servers, profiled at 2200, 32768 and 131072 tokens.
+# PLAN radix (issue 27, and issue 26's leftovers; after `bench/perf/h200.sh model` too): K alone, the
+# attention bench's quick cases with the verify tile plans; C side by side, nothing timed: the exact radix
+# 27B-shaped server's first start, the GPU checks of 0007 and of the tile plans, the radix batteries on the
+# patched tree (with the card's goldens) and on the stock tree, and issue 26's parity, repeat and
+# cuda-graph batteries that did not start before; P alone, the two radix 27B-shaped servers' prefix reuse.
 set -uo pipefail
 work=${E2E_WORK:-/tmp/bitexact-e2e}
 camp=${CAMPAIGN_DIR:-/tmp/bitexact-campaign}
@@ -135,11 +140,51 @@ phases_long() {
   touch "$camp/done"
 }
 
+phases_radix() {
+  local res=$camp/res repo=$camp/repo
+  cd "$repo" || exit 2
+  mkdir -p "$res/kernels"
+  local tree=(env "PYTHONPATH=$work/deps" "BITEXACT_SGLANG_TREE=$work/patched")
+  echo "phase K $(date -u +%T)"
+  # --quick: three row cases and the verify tile plans, no prefill (issue 26's lead)
+  "${tree[@]}" OUT="$res/kernels" "$py" bench/kernels/bench_attn_verify.py --quick > "$res/kernels/bench.log" 2>&1
+  echo "kernel bench exit $? $(date -u +%T)"
+  echo "phase C $(date -u +%T)"
+  # The exact 27B-shaped server's first start compiles its kernels, beside runs that time nothing (as in
+  # plan long), for phase P's radix server.
+  "$py" bench/perf/run.py warm --work "$work" --server exact-spec-radix --log "$res/warm/exact-spec-radix.log" \
+    --mem-fraction-static 0.5 --port 30030 > "$res/stream-warm.log" 2>&1 &
+  sleep "${CAMPAIGN_WARM_HEAD_START:-90}"  # seconds: its pools are allocated by then
+  "${tree[@]}" "$py" -m pytest -q -rs -p no:cacheprovider --import-mode=importlib \
+    checks/gpu/test_gdn_prefix_snapshot.py checks/gpu/test_attn_exact_verify.py -k "snapshot or tile_plans" \
+    > "$res/kernels/gpu-checks.log" 2>&1 &
+  local radix=gpu-radix-cold-warm,gpu-radix-shared-prefix,gpu-radix-long-extend,gpu-radix-inflight-8
+  radix+=,gpu-radix-repeat,gpu-radix-forced-reject,gpu-radix-golden
+  local golden=$res/golden
+  mkdir -p "$golden" && cp -r checks/golden/. "$golden/"
+  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$radix" --golden-dir "$golden" \
+    --out "$res/e2e-radix" --port 30000 --mem-fraction-static 0.12 > "$res/stream-radix.log" 2>&1 &
+  "$py" checks/e2e/batteries.py --work "$work" --tree stock --only gpu-radix-cold-warm,gpu-radix-shared-prefix \
+    --out "$res/e2e-radix-stock" --port 30001 --mem-fraction-static 0.12 > "$res/stream-radix-stock.log" 2>&1 &
+  # issue 26's batteries that did not start on 2026-12-01 (memory share), with its kernels
+  local parity=gpu-parity-recipe,gpu-parity-inflight-8,gpu-parity-long,gpu-repeat
+  parity+=,gpu-capacity-cuda-graph-decode-bs-1,gpu-capacity-cuda-graph-decode-bs-32
+  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$parity" --out "$res/e2e" \
+    --port 30002 --mem-fraction-static 0.12 > "$res/stream-parity.log" 2>&1 &
+  wait
+  echo "phase P $(date -u +%T)"
+  "$py" bench/perf/run.py measure --work "$work" --results "$res/perf" --server exact-spec-radix \
+    --server stock-spec-radix --start-timeout 900 --deadline-s 100000 >> "$res/stream-perf.log" 2>&1
+  echo "reuse exit $? $(date -u +%T)"
+  echo "done $(date -u +%T)"
+  touch "$camp/done"
+}
+
 case "$step" in
   start)
     BUILD_ID=${2:?start BUILD_ID}
     plan=${3:-e2e}
-    case "$plan" in e2e | perf | long) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf or long)" >&2; exit 2 ;; esac
+    case "$plan" in e2e | perf | long | radix) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long or radix)" >&2; exit 2 ;; esac
     export BUILD_ID
     rm -rf "$camp" && mkdir -p "$camp/repo"
     # A copy: later calls replace the working tree under the running phases.

@@ -86,7 +86,7 @@ def test_the_perf_plan_runs_its_phases_in_order_and_collects(tmp_path: Path) -> 
 def test_an_unknown_plan_is_refused_before_anything_starts(tmp_path: Path) -> None:
     repo, env = _setup(tmp_path)
     refused = _campaign(repo, env, "start", "abc1234", "speed")
-    assert refused.returncode == 2 and "unknown plan speed (e2e, perf or long)" in refused.stderr
+    assert refused.returncode == 2 and "unknown plan speed (e2e, perf, long or radix)" in refused.stderr
     assert not (tmp_path / "camp").exists()
 
 
@@ -129,5 +129,36 @@ def test_the_long_plan_benches_alone_checks_beside_the_warm_start_then_measures(
     parity = next(c for c in batteries if "gpu-parity-recipe" in c)
     assert side.index(parity) < side.index(golden)  # one stream: the parity batteries, then the goldens
     assert "check:new-kernels=patched" in golden and "--build-id abc1234" in golden
+    log = (tmp_path / "camp" / "campaign.log").read_text()
+    assert log.index("phase K") < log.index("phase C") < log.index("phase P") < log.index("done")
+
+
+def test_the_radix_plan_benches_alone_runs_the_batteries_beside_then_measures_reuse(tmp_path: Path) -> None:
+    repo, env = _setup(tmp_path)
+    env["CAMPAIGN_WARM_HEAD_START"] = "0"
+    assert _campaign(repo, env, "start", "abc1234", "radix").returncode == 0
+    done = _campaign(repo, env, "wait", "60")
+    assert "CAMPAIGN DONE" in done.stdout, done.stdout + done.stderr
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert calls[0] == "bench/kernels/bench_attn_verify.py --quick"  # phase K, alone
+    assert "run.py measure" in calls[-1]  # phase P, last and alone: both radix servers' reuse
+    assert "--server exact-spec-radix --server stock-spec-radix" in calls[-1]
+    side = calls[1:-1]
+    warm = next(c for c in side if "run.py warm" in c)
+    assert "--server exact-spec-radix" in warm and "--mem-fraction-static 0.5" in warm
+    checks = next(c for c in side if "-m pytest" in c)
+    assert "checks/gpu/test_gdn_prefix_snapshot.py" in checks and "snapshot or tile_plans" in checks
+    runs = [c for c in side if "batteries.py" in c]
+    batteries = {c.split("--tree ")[1].split()[0] + ":" + c.split("--only ")[1].split()[0] for c in runs}
+    assert len(batteries) == 3
+    patched_radix = next(b for b in batteries if b.startswith("patched:gpu-radix"))
+    assert "gpu-radix-golden" in patched_radix and "gpu-radix-repeat" in patched_radix
+    assert "stock:gpu-radix-cold-warm,gpu-radix-shared-prefix" in batteries
+    assert any(
+        b.startswith("patched:gpu-parity-recipe") and "cuda-graph-decode-bs-32" in b for b in batteries
+    )
+    radix_call = next(c for c in side if "--out" in c and "e2e-radix " in c + " ")
+    assert "--golden-dir" in radix_call
+    assert all("--mem-fraction-static 0.12" in c for c in runs)
     log = (tmp_path / "camp" / "campaign.log").read_text()
     assert log.index("phase K") < log.index("phase C") < log.index("phase P") < log.index("done")
