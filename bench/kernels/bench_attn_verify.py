@@ -18,6 +18,8 @@ Verify tile plans (issue 26's lead): the shared-rows kernel with other (MMA tile
 programs) than the shipped (32, 8, 4096), set on the patched module; each plan's rows are compared for
 bits with the shipped plan's first and timed only when equal (checks/gpu/test_attn_exact_verify.py
 proves the same plans equal to decode).
+Draft plans: the drafter's block under patch 0003's free draft plan (off as shipped) with other splits,
+KV tiles and warps: time, relative error against the shipped plan, repeatability (two runs' bits).
 Prefill (a prompt's chunks of 8192 tokens, ms): released = the unified kernel as released (0006 taken
 off); 0006 = with the causal stop; stock = SGLang's two-stage `_fwd_kernel` (stock serving). Launch
 configurations of the 0006 kernel beyond the shipped one are checked for bits against it first and
@@ -55,6 +57,12 @@ UNIFIED_CONFIGS = [(64, 8), (128, 16), (128, 8), (64, 4)]
 # 16 rows: two draft rows of six heads in decode's own 16-row tile and 4 warps (the lead), more programs.
 TILE_PLANS = [(32, 8, 4096), (16, 4, 4096), (16, 4, 16384), (32, 8, 16384), (32, 4, 4096)]
 PLAN_CASES = [(1, 2200), (8, 2200), (1, 32768), (1, 131072)]
+# the drafter's free plan (_DRAFT_FREE, _DRAFT_SPLIT_TOKENS, _DRAFT_BLOCK_N, _DRAFT_WARPS of patch 0003);
+# the first is shipped (off: the verify rows' plan)
+DRAFT_PLANS = [
+    (False, 1024, 64, 8), (True, 1024, 64, 8), (True, 2048, 64, 8), (True, 512, 64, 8),
+    (True, 1024, 64, 4), (True, 1024, 128, 8), (True, 4096, 64, 8),
+]  # fmt: skip
 
 
 def row_times(case, deterministic_off, graph_time_us) -> dict[str, float]:  # noqa: ANN001
@@ -154,6 +162,46 @@ def tile_plan_times(harness, graph_time_us) -> list[dict]:  # noqa: ANN001
     return out
 
 
+def draft_plan_times(harness, graph_time_us) -> list[dict]:  # noqa: ANN001
+    """The drafter's block per layer call under each of DRAFT_PLANS (module constants swapped, then
+    restored): time, relative error against the shipped plan, and whether two runs give the same bits."""
+    import torch
+    from sglang.srt.layers.attention import exact_verify_attention as rows_module
+
+    names = ("_DRAFT_FREE", "_DRAFT_SPLIT_TOKENS", "_DRAFT_BLOCK_N", "_DRAFT_WARPS")
+    shipped_plan = tuple(getattr(rows_module, n) for n in names)
+    if shipped_plan != DRAFT_PLANS[0]:
+        raise SystemExit(f"patch 0003 ships draft plan {shipped_plan}, the bench assumes {DRAFT_PLANS[0]}")
+    out = []
+    for bs, prefix in PLAN_CASES:
+        case = harness.make_case([prefix] * bs, WIDTH, seed=prefix + 5)
+        batch = case.verify_batch()
+        shipped = case.run_draft(case.backend)
+        row: dict = {"bs": bs, "prefix": prefix, "plans": {}}
+        try:
+            for plan in DRAFT_PLANS:
+                for name, value in zip(names, plan, strict=True):
+                    setattr(rows_module, name, value)
+                got = case.run_draft(case.backend)
+                again = case.run_draft(case.backend)
+                error = float((got.float() - shipped.float()).norm() / shipped.float().norm())
+                case.backend.init_forward_metadata(batch)
+                torch.cuda.synchronize()
+                forward = case.backend.forward_extend
+                us = graph_time_us(
+                    functools.partial(forward, case.q, case.k_draft, case.v_draft, case.draft_layer, batch)
+                )
+                repeat = torch.equal(got.view(torch.int16), again.view(torch.int16))
+                row["plans"]["-".join(map(str, plan))] = {"us": us, "rel_error": error, "repeatable": repeat}
+        finally:
+            for name, value in zip(names, shipped_plan, strict=True):
+                setattr(rows_module, name, value)
+        out.append(row)
+        del case
+        torch.cuda.empty_cache()
+    return out
+
+
 def prefill_times(harness, patched, stock_unified, graph_time_us) -> dict:  # noqa: ANN001
     import torch
 
@@ -221,6 +269,14 @@ def main() -> int:
     for row in results["tile_plans"]:
         cells = ", ".join(
             f"{k} {v['bits'] if v['us'] is None else format(v['us'], '.1f')}" for k, v in row["plans"].items()
+        )
+        print(f"{row['bs']:>3} {row['prefix']:>7}  {cells}", flush=True)
+    results["draft_plans"] = draft_plan_times(attn_harness, graph_time_us)
+    print("draft block per plan (free-split-block_n-warps): us per layer call, relative error, repeatable")
+    for row in results["draft_plans"]:
+        cells = ", ".join(
+            f"{k} {v['us']:.1f} {v['rel_error']:.1e} {'rep' if v['repeatable'] else 'NOT-REPEATABLE'}"
+            for k, v in row["plans"].items()
         )
         print(f"{row['bs']:>3} {row['prefix']:>7}  {cells}", flush=True)
     if not args.quick:

@@ -156,7 +156,7 @@ phases_radix() {
     --mem-fraction-static 0.5 --port 30030 > "$res/stream-warm.log" 2>&1 &
   sleep "${CAMPAIGN_WARM_HEAD_START:-90}"  # seconds: its pools are allocated by then
   "${tree[@]}" "$py" -m pytest -q -rs -p no:cacheprovider --import-mode=importlib \
-    checks/gpu/test_gdn_prefix_snapshot.py checks/gpu/test_attn_exact_verify.py -k "snapshot or tile_plans" \
+    checks/gpu/test_gdn_prefix_snapshot.py checks/gpu/test_attn_exact_verify.py -k "snapshot or tile_plans or draft" \
     > "$res/kernels/gpu-checks.log" 2>&1 &
   local radix=gpu-radix-cold-warm,gpu-radix-shared-prefix,gpu-radix-long-extend,gpu-radix-inflight-8
   radix+=,gpu-radix-repeat,gpu-radix-forced-reject,gpu-radix-golden

@@ -144,9 +144,19 @@ def _relative_error(got, want) -> float:
     return float((got.float() - want.float()).norm() / want.float().norm())
 
 
+@pytest.fixture(params=["shipped", "free"])
+def draft_plan(request, sglang_root, monkeypatch):
+    """The drafter's plan: as shipped (the verify rows' plan), and patch 0003's free draft plan."""
+    from sglang.srt.layers.attention import exact_verify_attention as rows_module
+
+    assert hasattr(rows_module, "_DRAFT_FREE"), "patch 0003 has no free draft plan"
+    monkeypatch.setattr(rows_module, "_DRAFT_FREE", request.param == "free")
+    return request.param
+
+
 @pytest.mark.parametrize("geometry", [QWEN, OTHER], ids=["24-4x256", "32-8x128"])
 @pytest.mark.parametrize("prefix", [1, 257, 2200, 33333, 131072])
-def test_draft_rows_compute_the_drafters_attention(harness, prefix: int, geometry) -> None:
+def test_draft_rows_compute_the_drafters_attention(harness, draft_plan, prefix: int, geometry) -> None:
     """The drafter's non-causal block: the stock unified kernel's function (bf16 rounding apart), the
     same bits run to run, and a request's rows alone equal its rows in a batch."""
     case = harness.make_case([prefix, 640, 5], WIDTH, seed=prefix + 7, geometry=geometry)
@@ -160,7 +170,7 @@ def test_draft_rows_compute_the_drafters_attention(harness, prefix: int, geometr
 
 
 @pytest.mark.parametrize("prefixes", [[640], [255, 257, 2200, 1]], ids=["bs1", "bs4"])
-def test_verify_cuda_graph_replay_equals_decode(harness, prefixes: list[int]) -> None:
+def test_verify_cuda_graph_replay_equals_decode(harness, draft_plan, prefixes: list[int]) -> None:
     """Captured with the graph runner's fill lengths, replayed with the real ones: verify rows equal
     decode and draft rows equal their eager selves."""
     import torch

@@ -9,7 +9,8 @@ laid out as the patch lays it out (one KV stream per request, row lengths) and a
   within 1e-6 relative (the interpreter's sums are numpy's, not the MMA's: bits are the H200's job);
 - every empty split stays as poisoned (NaN): nothing is written where decode writes nothing;
 - `_rows_stage2` merges to decode's `_fwd_kernel_stage2` output within 1e-6.
-Cases cover causal verify rows, the drafter's non-causal block, decode rows (lengths from the offsets),
+Cases cover causal verify rows, the drafter's non-causal block (also under the free draft plan: 64-token KV
+tiles, one program for the block, any row-sum order), decode rows (lengths from the offsets),
 rows of one request with different split sizes (below 1793 tokens), several split programs per row, and
 two GQA geometries. Prints one line per case and `N cases, F failures`; exits 1 on a failure.
 """
@@ -27,8 +28,15 @@ import torch
 
 DECODE_KERNELS = ("tanh", "_fwd_grouped_kernel_stage1", "_fwd_kernel_stage2")
 ROWS_KERNELS = ("_row_sum_decode_order", "_shared_rows_stage1", "_rows_stage2")
-ROWS_HELPERS = ("tile_plan", "_split_programs")
-ROWS_CONSTANTS = ("_TARGET_PROGRAMS", "_TILE_ROWS", "_BLOCK_N", "_MERGE_CHUNK")
+ROWS_HELPERS = ("tile_plan", "draft_plan", "_split_programs")
+ROWS_CONSTANTS = (
+    "_TARGET_PROGRAMS",
+    "_TILE_ROWS",
+    "_BLOCK_N",
+    "_MERGE_CHUNK",
+    "_DRAFT_BLOCK_N",
+    "_DRAFT_TILE_MAX",
+)
 HEADER = "import math\nimport triton\nimport triton.language as tl\n"
 MAX_SPLITS = 16  # a 4096-token context at SGLang's split tile of 256
 SPLIT_TILE = 256
@@ -89,7 +97,7 @@ def run_case(decode, rows, geometry, prefixes, width, layout, programs, seed) ->
         start += p + width
     if layout == "causal":
         lens = [p + j + 1 for p in prefixes for j in range(width)]
-    else:  # the drafter's block, or decode rows (width 1)
+    else:  # the drafter's block (also under the free draft plan), or decode rows (width 1)
         lens = [p + width for p in prefixes for _ in range(width)]
     lens_t = torch.tensor(lens, dtype=torch.int32)
     splits = (lens_t + SPLIT_TILE - 1) // SPLIT_TILE
@@ -119,16 +127,17 @@ def run_case(decode, rows, geometry, prefixes, width, layout, programs, seed) ->
         kv_group_num=group, q_head_num=heads, BLOCK_DMODEL=dim, BLOCK_DPE=0, BLOCK_DV=dim, BLOCK_N=32,
         BLOCK_H=16, MIN_BLOCK_KV=32, logit_cap=0.0, xai_temperature_len=-1, Lk=dim, Lv=dim,
     )  # fmt: skip
-    per_program, row_groups, tile_rows = rows.tile_plan(width, group)
+    free = layout == "block-free"
+    per_program, row_groups, tile_rows = (rows.draft_plan if free else rows.tile_plan)(width, group)
     rows._shared_rows_stage1[(bs * row_groups, tiles, programs)](
         q, k_buf, v_buf, scale, req_indptr, kv_indices, row_indptr if from_indptr else lens_t, splits,
         got_o, got_l, MAX_SPLITS, programs,
         q.stride(0), q.stride(1), k_buf.stride(0), k_buf.stride(1), v_buf.stride(0), v_buf.stride(1),
         0, 0, 0, 0, got_o.stride(0), got_o.stride(1), got_o.stride(2),
         WIDTH=width, ROWS=per_program, ROW_GROUPS=row_groups, kv_group_num=group, q_head_num=heads,
-        BLOCK_DMODEL=dim, BLOCK_DV=dim, BLOCK_N=32, BLOCK_H=16, BLOCK_M=tile_rows, MIN_BLOCK_KV=32,
-        logit_cap=0.0, xai_temperature_len=-1, Lk=dim, Lv=dim, LENS_FROM_INDPTR=from_indptr,
-        USE_PDL=False, PAGE_SIZE=1,
+        BLOCK_DMODEL=dim, BLOCK_DV=dim, BLOCK_N=rows._DRAFT_BLOCK_N if free else 32, BLOCK_H=16,
+        BLOCK_M=tile_rows, MIN_BLOCK_KV=32, logit_cap=0.0, xai_temperature_len=-1, Lk=dim, Lv=dim,
+        LENS_FROM_INDPTR=from_indptr, USE_PDL=False, PAGE_SIZE=1, DECODE_ORDER=not free,
     )  # fmt: skip
     for r in range(n_rows):
         kvps = math.ceil(math.ceil(lens[r] / int(splits[r])) / 32) * 32
@@ -169,6 +178,9 @@ CASES = [
     ((12, 2, 64), [700, 1], 8, "block", 2),
     ((8, 2, 64), [257, 40, 1000], 8, "causal", 2),
     ((8, 2, 64), [300], 8, "block", 1),
+    # the free draft plan (its KV tiles of 64 and its row sum differ from decode's: equal within 1e-6 only)
+    ((12, 2, 64), [700, 1], 8, "block-free", 2),
+    ((8, 2, 64), [257, 40], 8, "block-free", 1),
     ((12, 2, 64), [33, 2200, 511], 1, "decode", 2),
 ]
 

@@ -147,7 +147,7 @@ def test_the_radix_plan_benches_alone_runs_the_batteries_beside_then_measures_re
     warm = next(c for c in side if "run.py warm" in c)
     assert "--server exact-spec-radix" in warm and "--mem-fraction-static 0.5" in warm
     checks = next(c for c in side if "-m pytest" in c)
-    assert "checks/gpu/test_gdn_prefix_snapshot.py" in checks and "snapshot or tile_plans" in checks
+    assert "checks/gpu/test_gdn_prefix_snapshot.py" in checks and "snapshot or tile_plans or draft" in checks
     runs = [c for c in side if "batteries.py" in c]
     batteries = {c.split("--tree ")[1].split()[0] + ":" + c.split("--only ")[1].split()[0] for c in runs}
     assert len(batteries) == 3
