@@ -53,15 +53,21 @@ PREFILLS = {
 }
 # (BLOCK_M, num_warps) beyond the shipped (64, 8) on sm_90 for head dim 256
 UNIFIED_CONFIGS = [(64, 8), (128, 16), (128, 8), (64, 4)]
-# verify tile plans (_TILE_ROWS, _TILE_WARPS, _TARGET_PROGRAMS of patch 0003); the first is shipped.
-# 16 rows: two draft rows of six heads in decode's own 16-row tile and 4 warps (the lead), more programs.
-TILE_PLANS = [(32, 8, 4096), (16, 4, 4096), (16, 4, 16384), (32, 8, 16384), (32, 4, 4096)]
+# verify tile plans (_TILE_ROWS, _TILE_WARPS, _TARGET_PROGRAMS, _SMALL_TILE_WARPS of patch 0003); the
+# first is shipped. 16 rows: two draft rows of six heads in decode's own 16-row tile, with 4 warps (the
+# lead; ptxas spills 120 bytes a thread there) or 8 (no spill: bench/kernels/ptx_resources.py), more
+# programs.
+TILE_PLANS = [
+    (32, 8, 4096, 4), (16, 8, 4096, 4), (16, 8, 4096, 8), (16, 8, 16384, 8), (32, 8, 16384, 4),
+    (32, 4, 4096, 4),
+]  # fmt: skip
 PLAN_CASES = [(1, 2200), (8, 2200), (1, 32768), (1, 131072)]
-# the drafter's free plan (_DRAFT_FREE, _DRAFT_SPLIT_TOKENS, _DRAFT_BLOCK_N, _DRAFT_WARPS of patch 0003);
-# the first is shipped (off: the verify rows' plan)
+# the drafter's free plan (_DRAFT_FREE, _DRAFT_SPLIT_TOKENS, _DRAFT_BLOCK_N, _DRAFT_WARPS,
+# _DRAFT_TILE_MAX of patch 0003); the first is shipped (off: the verify rows' plan). 64-row tiles spill.
 DRAFT_PLANS = [
-    (False, 1024, 64, 8), (True, 1024, 64, 8), (True, 2048, 64, 8), (True, 512, 64, 8),
-    (True, 1024, 64, 4), (True, 1024, 128, 8), (True, 4096, 64, 8),
+    (False, 1024, 32, 8, 32), (True, 1024, 32, 8, 32), (True, 2048, 32, 8, 32), (True, 512, 32, 8, 32),
+    (True, 4096, 32, 8, 32), (True, 1024, 64, 8, 32), (True, 1024, 32, 8, 64), (True, 1024, 64, 8, 64),
+    (True, 1024, 64, 16, 64),
 ]  # fmt: skip
 
 
@@ -127,7 +133,7 @@ def tile_plan_times(harness, graph_time_us) -> list[dict]:  # noqa: ANN001
     import torch
     from sglang.srt.layers.attention import exact_verify_attention as rows_module
 
-    names = ("_TILE_ROWS", "_TILE_WARPS", "_TARGET_PROGRAMS")
+    names = ("_TILE_ROWS", "_TILE_WARPS", "_TARGET_PROGRAMS", "_SMALL_TILE_WARPS")
     shipped_plan = tuple(getattr(rows_module, n) for n in names)
     if shipped_plan != TILE_PLANS[0]:
         raise SystemExit(f"patch 0003 ships tile plan {shipped_plan}, the bench assumes {TILE_PLANS[0]}")
@@ -168,7 +174,7 @@ def draft_plan_times(harness, graph_time_us) -> list[dict]:  # noqa: ANN001
     import torch
     from sglang.srt.layers.attention import exact_verify_attention as rows_module
 
-    names = ("_DRAFT_FREE", "_DRAFT_SPLIT_TOKENS", "_DRAFT_BLOCK_N", "_DRAFT_WARPS")
+    names = ("_DRAFT_FREE", "_DRAFT_SPLIT_TOKENS", "_DRAFT_BLOCK_N", "_DRAFT_WARPS", "_DRAFT_TILE_MAX")
     shipped_plan = tuple(getattr(rows_module, n) for n in names)
     if shipped_plan != DRAFT_PLANS[0]:
         raise SystemExit(f"patch 0003 ships draft plan {shipped_plan}, the bench assumes {DRAFT_PLANS[0]}")
@@ -265,14 +271,14 @@ def main() -> int:
         del case, plain
         torch.cuda.empty_cache()
     results["tile_plans"] = tile_plan_times(attn_harness, graph_time_us)
-    print("verify rows per tile plan (tile rows-warps-programs), us per layer call; differ = not timed")
+    print("verify rows per tile plan (rows-warps-programs-small warps), us per layer call; differ: untimed")
     for row in results["tile_plans"]:
         cells = ", ".join(
             f"{k} {v['bits'] if v['us'] is None else format(v['us'], '.1f')}" for k, v in row["plans"].items()
         )
         print(f"{row['bs']:>3} {row['prefix']:>7}  {cells}", flush=True)
     results["draft_plans"] = draft_plan_times(attn_harness, graph_time_us)
-    print("draft block per plan (free-split-block_n-warps): us per layer call, relative error, repeatable")
+    print("draft block per plan (free-split-block_n-warps-tile): us per layer call, rel. error, repeatable")
     for row in results["draft_plans"]:
         cells = ", ".join(
             f"{k} {v['us']:.1f} {v['rel_error']:.1e} {'rep' if v['repeatable'] else 'NOT-REPEATABLE'}"

@@ -99,16 +99,17 @@ def test_verify_mixed_batch_equal_decode(harness, prefixes: list[int], geometry)
     _verify_equals_decode(harness, prefixes, geometry, seed=len(prefixes))
 
 
-# Tile plans other than the shipped (32, 8, 4096) that the kernel bench times (_TILE_ROWS, _TILE_WARPS,
-# _TARGET_PROGRAMS): a plan may ship only once its rows equal decode's here.
-TILE_PLANS = [(16, 4, 4096), (16, 4, 16384), (32, 8, 16384), (32, 4, 4096)]
+# Tile plans other than the shipped (32, 8, 4096, 4) that the kernel bench times (_TILE_ROWS, _TILE_WARPS,
+# _TARGET_PROGRAMS, _SMALL_TILE_WARPS): a plan may ship only once its rows equal decode's here.
+TILE_PLANS = [(16, 8, 4096, 4), (16, 8, 4096, 8), (16, 8, 16384, 8), (32, 8, 16384, 4), (32, 4, 4096, 4)]
 
 
 @pytest.fixture
 def tile_plan(request, sglang_root, monkeypatch):
     from sglang.srt.layers.attention import exact_verify_attention as rows_module
 
-    for name, value in zip(("_TILE_ROWS", "_TILE_WARPS", "_TARGET_PROGRAMS"), request.param, strict=True):
+    names = ("_TILE_ROWS", "_TILE_WARPS", "_TARGET_PROGRAMS", "_SMALL_TILE_WARPS")
+    for name, value in zip(names, request.param, strict=True):
         assert hasattr(rows_module, name), f"patch 0003 has no {name}: the tile plans need updating"
         monkeypatch.setattr(rows_module, name, value)
     return request.param
