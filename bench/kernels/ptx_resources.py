@@ -111,8 +111,9 @@ def main() -> int:
     import triton
     from sglang.srt.layers.attention import exact_verify_attention as rows
 
-    # ptxas for cards below sm_100 (triton's knob TRITON_PTXAS_PATH); the wheel's copy, runnable
+    # the wheel's ptxas (below sm_100) and ptxas-blackwell, runnable (triton's knobs TRITON_*_PATH)
     os.environ.setdefault("TRITON_PTXAS_PATH", executable("ptxas"))
+    os.environ.setdefault("TRITON_PTXAS_BLACKWELL_PATH", executable("ptxas-blackwell"))
 
     found = {"arch": args.arch, "triton": triton.__version__, "plans": {}}
     for name in args.plan or list(PLANS):
