@@ -9,6 +9,8 @@ writes the non-standard literals a server with broken numerics sends); `short` (
 position only), `positive` (logprobs of +0.5: a probability above 1): answers that cannot be compared
 in full (bitexact/answers.py); `shapeless` (the first `output_token_logprobs` entry an object, not a
 `(logprob, token_id, text)` triple: what the fuzzer, test_bitexact_fuzz.py, first sent);
+`badid` (the token id -5 at position 0: an id no engine can produce); `dupkey` (`output_ids` given
+twice in the answer, the first copy other ids: JSON whose meaning depends on which copy a reader keeps);
 `spec` (the same values, with the speculation counters SGLang adds to meta_info after verify steps);
 `drift` (`spec`, with the logprob at position 3 one float32 step away: a server whose bits moved).
 With the radix cache on (`spec`'s counters too, as the recipe's `radix` variant speculates): `radix`
@@ -33,6 +35,7 @@ from bx_fake_servers import FakeServer  # noqa: E402
 
 BEHAVIOURS = (
     "normal", "nan", "inf", "short", "spec", "drift", "empty", "notop", "sometop", "positive", "shapeless",
+    "badid", "dupkey",
     "radix", "radix-drift", "radix-never-hits", "radix-no-flush", "radix-hybrid", "radix-empty",
     "radix-bad-count",
 )  # fmt: skip
@@ -46,6 +49,17 @@ RADIX: dict[str, dict[str, object]] = {
     "radix-empty": {"prefix_cache": "on"},
     "radix-bad-count": {"prefix_cache": "on"},
 }
+
+
+class _Twin(str):
+    """A key equal in text to another of its object and not equal to it as a dict key: json.dumps then
+    writes the key twice, as a server whose JSON writer repeats a field does."""
+
+    def __hash__(self) -> int:
+        return hash(("twin", str(self)))
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
 
 
 class CannedValues:
@@ -102,6 +116,10 @@ class CannedSGLang(FakeServer):
         behaviour = self.backend.behaviour  # type: ignore[attr-defined]
         if behaviour == "shapeless" and entries:
             entries[0] = {}
+        if behaviour == "badid" and entries:
+            answer["output_ids"][0] = entries[0][1] = -5
+        if behaviour == "dupkey":
+            answer = {_Twin("output_ids"): [t + 1 for t in answer["output_ids"]], **answer}
         if behaviour == "radix-bad-count":
             answer["meta_info"]["cached_tokens"] = -1
         return answer

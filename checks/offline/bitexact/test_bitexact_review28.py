@@ -1,0 +1,101 @@
+"""Issue 28's classes, a review pass: inputs of each class that the first pass did not list, each
+against the mechanism that now holds the whole class (the answer gate, the strict JSON reader, the
+command line's number reader, the run's own files in an --out, the same-engine test, the history
+line's shape, the checks of a path before a run). Real local servers in SGLang's shapes
+(canned_sglang.py) where an engine answers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from bitexact import strictjson
+from bitexact.answers import problem
+from bitexact.argv import count, parse_lengths
+from bitexact.cli import main
+from bitexact.engines.base import Settings
+from bitexact.errors import UsageError
+from bitexact.generation import Generation
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from canned_sglang import CannedSGLang  # noqa: E402
+
+SETTINGS = ["--max-new-tokens", "4", "--top-logprobs", "2"]
+
+
+def _prompts(tmp_path: Path) -> Path:
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"id": "a", "input_ids": [1, 2]}\n{"id": "b", "input_ids": [3]}\n')
+    return path
+
+
+def _gen(ids: list[int], alternative: int = 99) -> Generation:
+    return Generation(
+        "p",
+        ids,
+        [-0.5] * len(ids),
+        [[(t, -0.5), (alternative, -1.5)] for t in ids],
+        meta={"finish_reason": "length"},
+    )
+
+
+# --- class 1: an answer that was not fully compared counts as equal -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("gen", "refused"),
+    [
+        (_gen([1, 2, 3, 4]), None),
+        (_gen([-5, 2, 3, 4]), "position 0: the token id -5 is not a token id"),
+        (_gen([1, 2, 2**31, 4]), "position 2: the token id 2147483648 is not a token id"),
+        (_gen([1, 2, 3, 4], alternative=-1), "position 0: the top-k alternative -1 is not a token id"),
+    ],
+)
+def test_an_id_no_engine_can_produce_is_refused(gen, refused):
+    found = problem(gen, Settings(max_new_tokens=4, top_logprobs=2))
+    assert (found is None) if refused is None else (refused in (found or "")), found
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "message"),
+    [
+        ("badid", "position 0: the token id -5 is not a token id"),
+        ("dupkey", "answered JSON that cannot be read one way: the key 'output_ids' is given twice"),
+    ],
+)
+def test_two_servers_alike_in_what_cannot_be_compared_are_not_equal(tmp_path, capsys, behaviour, message):
+    """Both sides send the same impossible id, or the same answer with `output_ids` twice: before, EQUAL."""
+    with CannedSGLang(behaviour) as one, CannedSGLang(behaviour) as two:
+        argv = ["parity", f"sglang+{one.url}", f"sglang+{two.url}", "--prompts", str(_prompts(tmp_path))]
+        assert main([*argv, *SETTINGS, "--out", str(tmp_path / "o")]) == 2
+    assert message in capsys.readouterr().err
+
+
+# --- class 2: inputs that are not what they seem ------------------------------------------------------
+
+
+def test_a_number_too_long_to_read_is_a_json_error_not_a_crash(tmp_path, capsys):
+    with pytest.raises(strictjson.StrictJSONError, match="a number too long to read"):
+        strictjson.loads("[" + "9" * 5000 + "]")
+    (tmp_path / "p.jsonl").write_text('{"id": "a", "input_ids": [' + "9" * 5000 + "]}\n")
+    with CannedSGLang() as server:
+        argv = ["repeat", f"sglang+{server.url}", "-n", "2", "--prompts", str(tmp_path / "p.jsonl")]
+        assert main([*argv, *SETTINGS, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "p.jsonl:1: a number too long to read" in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("text", ["1_0", "+3", "\u0663", "0x10", "3.0"])
+def test_counts_are_ascii_digits(text):
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError, match="is not a whole number"):
+        count(1, 100)(text)
+
+
+@pytest.mark.parametrize("text", ["1_0", "1e3", "+5", "0.5", "inf"])
+def test_lengths_are_digits_with_an_optional_k(text):
+    with pytest.raises(UsageError, match="use numbers like 640,2200,128k"):
+        parse_lengths(text)
+    assert parse_lengths("640, 1.5k,128k") == [640, 1536, 131072]
