@@ -1694,7 +1694,7 @@ CASES: list[Case] = [
         "--force over another command's run: moved aside, never deleted",
         ("repeat", URL + FAST, "-n", "3", *common, "--force"),
         2,
-        r"--force: what .*/o held is moved to .*/o/replaced/run-",
+        r"--force: bitexact's files in .*/o are moved to .*/o/replaced/run-",
         both(prompts, other_run(("repeat", URL + FAST, "-n", "2", *common))),
         check=lambda tmp: None
         if list((tmp / "o" / "replaced").glob("run-*/repeat.md"))
@@ -1834,6 +1834,45 @@ CASES: list[Case] = [
         ("repeat", URL + FAST, "--long", "1e3", "--vocab-size", "100", "--out", "{tmp}/o"),
         2,
         r"lengths '1e3': use numbers like 640,2200,128k \(whole tokens\)",
+    ),
+    Case(
+        "bx-out-force-user-files",
+        "bitexact",
+        "--force in an --out that also holds the prompt file (and other files of the user's)",
+        (
+            "repeat",
+            URL + FAST,
+            "-n",
+            "3",
+            "--prompts",
+            "{tmp}/o/p.jsonl",
+            "--max-new-tokens",
+            "4",
+            "--top-logprobs",
+            "2",
+            "--out",
+            "{tmp}/o",
+            "--force",
+        ),
+        2,
+        r"--force: bitexact's files in .*/o are moved to .*/o/replaced/run-.* \(files of yours there stay\)",
+        both(
+            write("o/p.jsonl", PROMPTS),
+            other_run(("repeat", URL + FAST, "-n", "2", "--prompts", "{tmp}/o/p.jsonl", "--out", "{tmp}/o")),
+        ),
+        check=lambda tmp: None
+        if (tmp / "o" / "p.jsonl").is_file() and list((tmp / "o" / "replaced").glob("run-*/repeat.md"))
+        else "the prompt file was moved aside, or the first run's report was not",
+    ),
+    Case(
+        "bx-parity-name-other-verb",
+        "bitexact",
+        "parity --name golden-record (the report of a golden record in the same --out)",
+        ("parity", URL + FAST, URL + FAST, "--name", "golden-record", *common),
+        2,
+        r"--name 'golden-record': `bitexact golden record` names its files so, and its report in the same "
+        r"--out would be replaced; give another name",
+        prompts,
     ),
     # pinlock
     Case("pl-command", "pinlock", "an unknown command", ("pin",), 2, r"invalid choice: 'pin'"),

@@ -99,3 +99,43 @@ def test_lengths_are_digits_with_an_optional_k(text):
     with pytest.raises(UsageError, match="use numbers like 640,2200,128k"):
         parse_lengths(text)
     assert parse_lengths("640, 1.5k,128k") == [640, 1536, 131072]
+
+
+# --- class 4: one file in two roles, and runs that overwrite runs -------------------------------------
+
+
+def test_force_moves_only_bitexacts_own_files(tmp_path, capsys, monkeypatch):
+    """`--out .` in a project: --force moved the whole folder aside, the prompt file with it (the run
+    then found no prompts). Now it moves what bitexact wrote there, and nothing else."""
+    monkeypatch.chdir(tmp_path)
+    _prompts(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine\n")
+    with CannedSGLang() as one, CannedSGLang() as two:
+        argv = ["parity", f"sglang+{one.url}", f"sglang+{two.url}", "--prompts", "p.jsonl", "--out", "."]
+        assert main([*argv, *SETTINGS]) == 0
+        assert main([*argv, "--max-new-tokens", "3", "--top-logprobs", "2"]) == 2  # another command
+        assert main([*argv, "--max-new-tokens", "3", "--top-logprobs", "2", "--force"]) == 0
+    assert (tmp_path / "notes.txt").read_text() == "mine\n" and (tmp_path / "p.jsonl").is_file()
+    (moved,) = (tmp_path / "replaced").glob("run-*")
+    assert sorted(p.name for p in moved.iterdir() if not p.name.startswith(("A-", "B-"))) == [
+        ".bitexact-run.json",
+        "parity.html",
+        "parity.md",
+    ]
+    assert "files of yours there stay" in capsys.readouterr().err
+
+
+def test_a_report_is_never_named_into_another_verbs_files(tmp_path, capsys):
+    with CannedSGLang() as server:
+        argv = ["parity", f"sglang+{server.url}", f"sglang+{server.url}", "--allow-same-engine"]
+        argv += [
+            "--name",
+            "golden-record",
+            "--prompts",
+            str(_prompts(tmp_path)),
+            "--out",
+            str(tmp_path / "o"),
+        ]
+        assert main([*argv, *SETTINGS]) == 2
+        assert server.served == 0  # refused before anything ran
+    assert "`bitexact golden record` names its files so" in capsys.readouterr().err

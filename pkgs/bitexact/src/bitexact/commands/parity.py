@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from bitexact import runs
 from bitexact.argv import MAX_IN_FLIGHT, count
 from bitexact.commands.common import (
     add_prompt_options,
@@ -84,6 +85,8 @@ def write_comparison(out: Path, stem: str, summary: dict[str, Any]) -> list[str]
 def run(args: argparse.Namespace) -> int:
     for raw in (args.a, args.b):
         parse_engine(raw)  # a bad engine string is a usage error before anything runs
+    if args.name:
+        runs.report_stem("parity", args.name, "--name")  # before anything runs, as the engine strings
     side_a, side_b = Side("", "any", 1), Side("", "any", 1)
     long_lengths = None
     title = f"parity: {args.name}" if args.name else "parity"
