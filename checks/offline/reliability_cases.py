@@ -1874,6 +1874,17 @@ CASES: list[Case] = [
         r"--out would be replaced; give another name",
         prompts,
     ),
+    Case(
+        "bx-same-engine-two-apis",
+        "bitexact",
+        "parity of one SGLang server with itself, through its native and its OpenAI-compatible API",
+        ("parity", "sglang+{url}", "openai+{url}/v1?model=Qwen/Qwen3.8-27B", *common),
+        2,
+        r"A and B are the same engine \(.*: one server, reached through two APIs \(sglang and openai\): the "
+        r"same build, server arguments and start time\)",
+        prompts,
+        server="normal",
+    ),
     # pinlock
     Case("pl-command", "pinlock", "an unknown command", ("pin",), 2, r"invalid choice: 'pin'"),
     Case(

@@ -139,3 +139,18 @@ def test_a_report_is_never_named_into_another_verbs_files(tmp_path, capsys):
         assert main([*argv, *SETTINGS]) == 2
         assert server.served == 0  # refused before anything ran
     assert "`bitexact golden record` names its files so" in capsys.readouterr().err
+
+
+# --- class 5: the same engine under another name ------------------------------------------------------
+
+
+def test_one_server_through_two_apis_is_one_engine(tmp_path, capsys):
+    """SGLang's native API and its OpenAI-compatible one reach the same scheduler: parity of the two
+    said EQUAL about one server. Two servers of one build, each through its own API, are two."""
+    with CannedSGLang() as one, CannedSGLang() as two:
+        openai = f"openai+{one.url}/v1?model=Qwen/Qwen3.8-27B"
+        common = ["--prompts", str(_prompts(tmp_path)), *SETTINGS]
+        assert main(["parity", f"sglang+{one.url}", openai, *common, "--out", str(tmp_path / "o")]) == 2
+        assert "one server, reached through two APIs (sglang and openai)" in capsys.readouterr().err
+        assert one.served == 0
+        assert main(["parity", f"sglang+{two.url}", openai, *common, "--out", str(tmp_path / "o2")]) == 0
