@@ -1885,6 +1885,37 @@ CASES: list[Case] = [
         prompts,
         server="normal",
     ),
+    Case(
+        "bx-history-verdict-counts",
+        "bitexact",
+        "a history line whose verdict EQUAL contradicts its counts (1 of 2 prompts equal)",
+        ("history", "h200", "--golden-dir", "{tmp}/g", "--out", "{tmp}/o"),
+        0,
+        r"history.jsonl:2: its verdict EQUAL disagrees with its counts \(1 of 2 prompts equal, 0 touched, "
+        r"no first divergence\); skipped",
+        write("g/h200/history.jsonl", HISTORY_LINE + HISTORY_LINE.replace('"equal": 2', '"equal": 1')),
+    ),
+    Case(
+        "bx-history-at",
+        "bitexact",
+        'a history line whose time is no time ("yesterday")',
+        ("history", "h200", "--golden-dir", "{tmp}/g", "--out", "{tmp}/o"),
+        0,
+        r"history.jsonl:2: 'at' is \"yesterday\", not a time \(ISO 8601, as bitexact writes it\); skipped",
+        write(
+            "g/h200/history.jsonl",
+            HISTORY_LINE + HISTORY_LINE.replace('"at": "2026-12-01T00:00:00+00:00"', '"at": "yesterday"'),
+        ),
+    ),
+    Case(
+        "bx-history-link-loop",
+        "bitexact",
+        "a card's history that is a symbolic link loop",
+        ("history", "h200", "--golden-dir", "{tmp}/g", "--out", "{tmp}/o"),
+        2,
+        r"history.jsonl is a symbolic link loop \(it points at itself through other links\)",
+        both(mkdir("g/h200"), lambda tmp: (tmp / "g/h200/history.jsonl").symlink_to("history.jsonl")),
+    ),
     # pinlock
     Case("pl-command", "pinlock", "an unknown command", ("pin",), 2, r"invalid choice: 'pin'"),
     Case(

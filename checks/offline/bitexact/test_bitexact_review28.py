@@ -6,6 +6,7 @@ line's shape, the checks of a path before a run). Real local servers in SGLang's
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -154,3 +155,66 @@ def test_one_server_through_two_apis_is_one_engine(tmp_path, capsys):
         assert "one server, reached through two APIs (sglang and openai)" in capsys.readouterr().err
         assert one.served == 0
         assert main(["parity", f"sglang+{two.url}", openai, *common, "--out", str(tmp_path / "o2")]) == 0
+
+
+# --- class 8: history lines of the right kind but the wrong shape -------------------------------------
+
+
+def _line(**changes: object) -> dict:
+    from reliability_cases import HISTORY_LINE
+
+    return {**json.loads(HISTORY_LINE), **changes}
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({}, None),
+        ({"equal": 1, "tokens_differ": 1}, "its verdict EQUAL disagrees with its counts"),
+        ({"verdict": "DIFFERENT"}, "its verdict DIFFERENT disagrees with its counts"),
+        ({"prompts": -5, "equal": 9}, "its counts are impossible"),
+        ({"at": "yesterday"}, "'at' is \"yesterday\", not a time"),
+        (
+            {
+                "verdict": "DIFFERENT",
+                "equal": 1,
+                "touched": ["p0"],
+                "first_divergence": {"prompt": "p0", "position": -1, "differs_in": None, "margin": None},
+            },
+            "at position -1, before the first token",
+        ),
+    ],
+)
+def test_a_history_line_must_agree_with_itself(changes, why):
+    from bitexact.history import shape_problem
+
+    found = shape_problem(_line(**changes))
+    assert (found is None) if why is None else (why in (found or "")), found
+
+
+def test_a_line_of_impossible_counts_is_not_read_as_no_drift(tmp_path, capsys):
+    lines = [_line(), _line(equal=1, tokens_differ=1, build={"label": "b2", "components": {"x": "2"}})]
+    (tmp_path / "h.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    argv = ["history", "h200", "--history", str(tmp_path / "h.jsonl"), "--out", str(tmp_path / "o")]
+    assert main([*argv, "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "h.jsonl:2: its verdict EQUAL disagrees with its counts" in captured.err
+    assert len(json.loads(captured.out)["checks"]) == 1
+
+
+# --- class 9: misleading messages ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda p: p.symlink_to(p.name), "is a symbolic link loop"),
+        (lambda p: p.symlink_to("nowhere"), "is a symbolic link to nowhere, which does not exist"),
+    ],
+)
+def test_a_history_that_is_a_broken_link_is_named_so(tmp_path, capsys, make, said):
+    make(tmp_path / "h.jsonl")
+    argv = ["history", "h200", "--history", str(tmp_path / "h.jsonl"), "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and "no history for card" not in err
