@@ -218,3 +218,35 @@ def test_a_history_that_is_a_broken_link_is_named_so(tmp_path, capsys, make, sai
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert said in err and "no history for card" not in err
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda g: g.write_text("a file\n"), "its folder {g} is a file"),
+        (lambda g: g.symlink_to("nowhere"), "its folder {g} is a symbolic link to nowhere, which does not"),
+    ],
+)
+@pytest.mark.parametrize("verb", ["record", "check"])
+def test_a_golden_folder_that_is_none_is_named_before_anything_runs(tmp_path, capsys, make, said, verb):
+    """It failed after the engine ran ("File exists", or "Not a directory" about a temporary file), or
+    said "no golden record"."""
+    make(tmp_path / "g")
+    key = ["--recipe-name", "r", "--card", "h200", "--golden-dir", str(tmp_path / "g")]
+    with CannedSGLang() as server:
+        argv = ["golden", verb, f"sglang+{server.url}", *key, "--prompts", str(_prompts(tmp_path))]
+        assert main([*argv, *SETTINGS, "--out", str(tmp_path / "o")]) == 2
+        assert server.served == 0
+    err = capsys.readouterr().err
+    assert said.format(g=tmp_path / "g") in err and "no golden record" not in err
+
+
+def test_an_out_inside_a_file_and_a_tokenizer_that_is_none_are_named(tmp_path, capsys):
+    (tmp_path / "f").write_text("a file\n")
+    (tmp_path / "tok").mkdir()
+    common = ["repeat", "sglang+http://127.0.0.1:9?retries=0", "--prompts", str(_prompts(tmp_path))]
+    assert main([*common, "--out", str(tmp_path / "f" / "sub")]) == 2
+    assert f"its folder {tmp_path / 'f'} is a file" in capsys.readouterr().err
+    assert main([*common, "--tokenizer", str(tmp_path / "tok"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "not a tokenizer transformers can load" in err and "internal error" not in err

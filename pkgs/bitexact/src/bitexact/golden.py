@@ -14,7 +14,7 @@ from bitexact.answers import problem
 from bitexact.argv import MAX_TOKENS, MAX_TOP_LOGPROBS
 from bitexact.engines.base import Settings
 from bitexact.errors import BitexactError, GoldenError
-from bitexact.files import atomic_write_text, dumps, path_state
+from bitexact.files import atomic_write_text, blocked_folder, dumps, path_state
 from bitexact.generation import Generation
 from bitexact.names import checked_name, inside
 from bitexact.prompts import Prompt, parse_prompt
@@ -123,6 +123,9 @@ def _state_error(path: Path, card: str) -> GoldenError | None:
         return GoldenError(
             f"--golden {path} is a directory; give the golden file (<dir>/<card>/<recipe>.json)"
         )
+    blocked = blocked_folder(path) if state == "missing" else None
+    if blocked is not None:
+        return GoldenError(f"golden {path}: {blocked}; give --golden-dir a folder (or --golden a file)")
     if state == "missing":
         return GoldenError(
             f"no golden record for card {card!r} at {path}: the check cannot pass without one. Record it on "
@@ -137,6 +140,9 @@ def replaceable(path: Path) -> None:
     """A golden record may replace what is at `path` only if that is nothing or a golden record: --force
     replaces goldens, never a history, a prompt file or anything else that happens to be there."""
     state = path_state(path)
+    blocked = blocked_folder(path) if state == "missing" else None
+    if blocked is not None:
+        raise GoldenError(f"golden {path}: {blocked}; give --golden-dir a folder (or --golden a file)")
     if state == "missing":
         return
     error = _state_error(path, "")

@@ -15,7 +15,7 @@ from typing import Any
 
 from bitexact import strictjson
 from bitexact.errors import UsageError
-from bitexact.files import append_line, dumps, path_state, read_text
+from bitexact.files import append_line, blocked_folder, dumps, path_state, read_text
 from bitexact.results import flatten, run_key
 
 KIND = "bitexact-history"
@@ -242,8 +242,9 @@ def check_target(path: Path, golden_file: Path) -> None:
         )
     state = path_state(path)
     if state == "missing":
-        if path_state(path.parent) not in ("directory", "missing"):
-            raise UsageError(f"--history {path}: its folder {path.parent} is {path_state(path.parent)}")
+        blocked = blocked_folder(path)
+        if blocked is not None:
+            raise UsageError(f"--history {path}: {blocked}; give a history file in a folder")
         return
     if state != "file":
         raise UsageError(

@@ -56,7 +56,7 @@ def _engine_tokenizer(engines: list[str]) -> Tokenizer | None:
     for raw in engines:
         spec = parse_engine(raw)
         if spec.kind == "hf" and (Path(spec.target) / "tokenizer_config.json").exists():
-            return HFTokenizer(spec.target)
+            return HFTokenizer(spec.target, f"the tokenizer of {raw}")
     return None
 
 
