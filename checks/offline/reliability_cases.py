@@ -1978,6 +1978,17 @@ CASES: list[Case] = [
         r"--tokenizer '.*/tok': not a tokenizer transformers can load \(.*\); give a local tokenizer folder",
         both(prompts, mkdir("tok")),
     ),
+    Case(
+        "bx-check-partial",
+        "bitexact",
+        'golden check --limit 1 of a golden of 2 prompts (it read "EQUAL: 1/1 prompts equal to" the golden)',
+        ("golden", "check", "sglang+{url}", *golden_args, "--limit", "1", "--out", "{tmp}/o"),
+        0,
+        r"golden check: EQUAL: 1/1 prompts equal to .*qwen3.8-27b-exact.json \(a partial check: 1 of the "
+        r"golden's 2 prompts\)",
+        golden(),
+        server="normal",
+    ),
     # pinlock
     Case("pl-command", "pinlock", "an unknown command", ("pin",), 2, r"invalid choice: 'pin'"),
     Case(

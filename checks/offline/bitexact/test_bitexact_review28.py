@@ -250,3 +250,15 @@ def test_an_out_inside_a_file_and_a_tokenizer_that_is_none_are_named(tmp_path, c
     assert main([*common, "--tokenizer", str(tmp_path / "tok"), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "not a tokenizer transformers can load" in err and "internal error" not in err
+
+
+def test_a_check_of_some_of_a_goldens_prompts_says_so(tmp_path, capsys):
+    key = ["--recipe-name", "r", "--card", "h200", "--golden", str(tmp_path / "g.json")]
+    with CannedSGLang() as server:
+        common = [f"sglang+{server.url}", *key, "--prompts", str(_prompts(tmp_path)), *SETTINGS]
+        assert main(["golden", "record", *common, "--out", str(tmp_path / "o")]) == 0
+        assert main(["golden", "check", *common, "--out", str(tmp_path / "o"), "--limit", "1"]) == 0
+        line = capsys.readouterr().out
+        assert "(a partial check: 1 of the golden's 2 prompts)" in line
+        assert main(["golden", "check", *common, "--out", str(tmp_path / "o2")]) == 0
+        assert "partial" not in capsys.readouterr().out

@@ -414,6 +414,13 @@ def select_golden(args: argparse.Namespace) -> Selected:
     return Selected(card, name, spec, golden, prompts, expected, settings)
 
 
+def _partial(checked: int, recorded: int) -> str:
+    """What a check of some of a golden's prompts says of itself: it is not a check of the golden."""
+    if checked == recorded:
+        return ""
+    return f" (a partial check: {checked} of the golden's {recorded} prompts)"
+
+
 def check(args: argparse.Namespace) -> int:
     selected = select_golden(args)
     card, name, spec, golden = selected.card, selected.recipe, selected.spec, selected.golden
@@ -449,6 +456,7 @@ def check(args: argparse.Namespace) -> int:
         tokenizer=report_tokenizer(args, [args.engine]),
     )
     summary["reports"] = write_comparison(args.out, "golden-check", summary)
+    summary["golden_prompts"] = len(golden.prompts)  # fewer checked: a partial check (the verdict says so)
     verdict = "EQUAL" if summary["differ"] == 0 else "DIFFERENT"
     found = _components(args, identity, build_info, None)
     if target is not None:
@@ -460,7 +468,8 @@ def check(args: argparse.Namespace) -> int:
     emit(
         summary,
         args.json,
-        f"golden check: {verdict}: {summary['equal']}/{summary['prompts']} prompts equal to {golden.path}; "
+        f"golden check: {verdict}: {summary['equal']}/{summary['prompts']} prompts equal to {golden.path}"
+        f"{_partial(len(prompts), len(golden.prompts))}; "
         f"compared: {compared_text(summary['compared_values'])}; report: {summary['reports'][1]}",
     )
     return 0 if summary["differ"] == 0 else 1
