@@ -1989,6 +1989,22 @@ CASES: list[Case] = [
         golden(),
         server="normal",
     ),
+    Case(
+        "bx-engine-underscore",
+        "bitexact",
+        "an engine ?timeout=1_0 (Python reads it as 10)",
+        ("repeat", "sglang+http://127.0.0.1:1?timeout=1_0"),
+        2,
+        r"timeout='1_0' is not a number",
+    ),
+    Case(
+        "bx-engine-userinfo",
+        "bitexact",
+        "an engine URL with a user name and password before the host",
+        ("repeat", "sglang+http://user:secret@127.0.0.1:1"),
+        2,
+        r"give the server as sglang\+http://HOST:PORT\[/PATH\]\[\?OPTIONS\], without a user name or password",
+    ),
     # pinlock
     Case("pl-command", "pinlock", "an unknown command", ("pin",), 2, r"invalid choice: 'pin'"),
     Case(

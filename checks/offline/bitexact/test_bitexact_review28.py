@@ -7,6 +7,7 @@ line's shape, the checks of a path before a run). Real local servers in SGLang's
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -262,3 +263,22 @@ def test_a_check_of_some_of_a_goldens_prompts_says_so(tmp_path, capsys):
         assert "(a partial check: 1 of the golden's 2 prompts)" in line
         assert main(["golden", "check", *common, "--out", str(tmp_path / "o2")]) == 0
         assert "partial" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("raw", "said"),
+    [
+        ("sglang+http://127.0.0.1:1?timeout=1_0", "timeout='1_0' is not a number"),
+        ("sglang+http://127.0.0.1:1?retries=1_0", "retries='1_0' is not an integer"),
+        ("hf:/m?batch=\u0664", "batch='\u0664' is not an integer"),
+        ("sglang+http://user:pw@127.0.0.1:1", "without a user name or password before the host"),
+        ("sglang+http://127.0.0.1:1#x", "without a '#' part"),
+    ],
+)
+def test_engine_strings_read_one_way(raw, said):
+    """urllib sent "user:pw@127.0.0.1" to the resolver as a host name (and printed the password in
+    every retry); float() read "1_0" as 10."""
+    from bitexact.engines.spec import parse_engine
+
+    with pytest.raises(UsageError, match=re.escape(said)):
+        parse_engine(raw)
