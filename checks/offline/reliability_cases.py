@@ -2005,6 +2005,40 @@ CASES: list[Case] = [
         2,
         r"give the server as sglang\+http://HOST:PORT\[/PATH\]\[\?OPTIONS\], without a user name or password",
     ),
+    Case(
+        "bx-record-recipe-name-spec",
+        "bitexact",
+        "golden record --recipe R --recipe-name N on a server that does not speculate (the name dropped the "
+        "recipe variant's requirement, and the golden was written)",
+        (
+            "golden",
+            "record",
+            "sglang+{url}",
+            "--recipe",
+            str(RECIPE),
+            "--recipe-name",
+            "n",
+            "--card",
+            "h200",
+            "--golden-dir",
+            "{tmp}/g",
+            *common,
+        ),  # fmt: skip
+        2,
+        r"speculation must run, but 2/2 prompts show no verify steps .*\(then pass --spec any\)",
+        prompts,
+        server="normal",
+        check=absent("g/h200/n.json"),
+    ),
+    Case(
+        "bx-record-no-history-and-history",
+        "bitexact",
+        "golden record --no-history --history FILE (the file was silently ignored)",
+        ("golden", "record", URL + FAST, *golden_args, "--no-history", "--history", "{tmp}/h.jsonl", *common),
+        2,
+        r"--no-history and --history .*h.jsonl say opposite things; give one of them",
+        prompts,
+    ),
     # pinlock
     Case("pl-command", "pinlock", "an unknown command", ("pin",), 2, r"invalid choice: 'pin'"),
     Case(

@@ -282,3 +282,31 @@ def test_engine_strings_read_one_way(raw, said):
 
     with pytest.raises(UsageError, match=re.escape(said)):
         parse_engine(raw)
+
+
+# --- class 2 (options): two options that say different things, one silently dropped ------------------
+
+
+def test_a_recipe_name_keeps_the_recipe_variants_requirement(tmp_path, capsys):
+    recipe = Path(__file__).resolve().parents[3] / "nix" / "recipes" / "qwen3.8-27b-exact.json"
+    key = [
+        "--recipe",
+        str(recipe),
+        "--recipe-name",
+        "n",
+        "--card",
+        "h200",
+        "--golden",
+        str(tmp_path / "g.json"),
+    ]
+    with CannedSGLang() as server:  # does not speculate; the recipe's `recipe` variant must
+        argv = ["golden", "record", f"sglang+{server.url}", *key, "--prompts", str(_prompts(tmp_path))]
+        assert main([*argv, *SETTINGS, "--out", str(tmp_path / "o")]) == 2
+    assert "speculation must run" in capsys.readouterr().err and not (tmp_path / "g.json").exists()
+
+
+def test_no_history_and_a_history_file_are_refused_together(tmp_path, capsys):
+    argv = ["golden", "record", "sglang+http://127.0.0.1:9?retries=0", "--recipe-name", "r", "--card", "h200"]
+    argv += ["--golden-dir", str(tmp_path / "g"), "--no-history", "--history", str(tmp_path / "h.jsonl")]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    assert "--no-history and --history" in capsys.readouterr().err

@@ -185,6 +185,8 @@ def _key(args: argparse.Namespace) -> tuple[str, str, str]:
     spec = args.spec or "any"
     if args.recipe_name:
         name = args.recipe_name
+        if args.recipe:  # the name replaces the recipe file's; its variant's requirement still holds
+            spec = args.spec or _side(load_recipe(args.recipe), args.variant).spec
     elif args.recipe or env_value("BITEXACT_RECIPE"):
         recipe = load_recipe(args.recipe)
         name = recipe["name"]
@@ -240,6 +242,8 @@ def _history_target(args: argparse.Namespace, golden_file: Path) -> Path | None:
     """Where this run's history line goes, checked before anything runs (a history that cannot take the
     line must not fail the run after the golden is written): the card's history beside its golden; a
     golden named by --golden (a scratch reference) keeps none unless --history names one."""
+    if args.no_history and args.history is not None:
+        raise UsageError(f"--no-history and --history {args.history} say opposite things; give one of them")
     if args.no_history:
         return None
     if args.history is None and args.golden is not None:

@@ -112,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
         )
     gens_a, ident_a = run_side(args.a, prompts, settings, args.out, "A", inflight_a, tokenizer=args.tokenizer)
     gens_b, ident_b = run_side(args.b, prompts, settings, args.out, "B", inflight_b, tokenizer=args.tokenizer)
-    check_spec(gens_a, spec_a, f"A ({args.a})")
-    check_spec(gens_b, spec_b, f"B ({args.b})")
+    check_spec(gens_a, spec_a, f"A ({args.a})", "--spec-a")
+    check_spec(gens_b, spec_b, f"B ({args.b})", "--spec-b")
     summary = comparison_summary(
         verb="parity",
         title=title,
