@@ -11,6 +11,7 @@ in full (bitexact/answers.py); `shapeless` (the first `output_token_logprobs` en
 `(logprob, token_id, text)` triple: what the fuzzer, test_bitexact_fuzz.py, first sent);
 `badid` (the token id -5 at position 0: an id no engine can produce); `dupkey` (`output_ids` given
 twice in the answer, the first copy other ids: JSON whose meaning depends on which copy a reader keeps);
+`twochoices` (an OpenAI-compatible answer holding two choices where one was asked);
 `spec` (the same values, with the speculation counters SGLang adds to meta_info after verify steps);
 `drift` (`spec`, with the logprob at position 3 one float32 step away: a server whose bits moved).
 With the radix cache on (`spec`'s counters too, as the recipe's `radix` variant speculates): `radix`
@@ -35,7 +36,7 @@ from bx_fake_servers import FakeServer  # noqa: E402
 
 BEHAVIOURS = (
     "normal", "nan", "inf", "short", "spec", "drift", "empty", "notop", "sometop", "positive", "shapeless",
-    "badid", "dupkey",
+    "badid", "dupkey", "twochoices",
     "radix", "radix-drift", "radix-never-hits", "radix-no-flush", "radix-hybrid", "radix-empty",
     "radix-bad-count",
 )  # fmt: skip
@@ -122,6 +123,12 @@ class CannedSGLang(FakeServer):
             answer = {_Twin("output_ids"): [t + 1 for t in answer["output_ids"]], **answer}
         if behaviour == "radix-bad-count":
             answer["meta_info"]["cached_tokens"] = -1
+        return answer
+
+    def completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        answer = super().completion(body)
+        if self.backend.behaviour == "twochoices":  # type: ignore[attr-defined]
+            answer["choices"] = [answer["choices"][0], {**answer["choices"][0], "index": 1}]
         return answer
 
     @property

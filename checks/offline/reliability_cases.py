@@ -2039,6 +2039,16 @@ CASES: list[Case] = [
         r"--no-history and --history .*h.jsonl say opposite things; give one of them",
         prompts,
     ),
+    Case(
+        "bx-answer-two-choices",
+        "bitexact",
+        "an OpenAI-compatible answer holding two choices where one was asked (the first was compared)",
+        ("repeat", "openai+{url}/v1?model=Qwen/Qwen3.8-27B", "-n", "2", *common),
+        2,
+        r"answer for 'p0#r0' holds 2 choices, not the one asked \(n=1\); which one would be compared\?",
+        prompts,
+        server="twochoices",
+    ),
     # pinlock
     Case("pl-command", "pinlock", "an unknown command", ("pin",), 2, r"invalid choice: 'pin'"),
     Case(

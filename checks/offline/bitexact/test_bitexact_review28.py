@@ -310,3 +310,12 @@ def test_no_history_and_a_history_file_are_refused_together(tmp_path, capsys):
     argv += ["--golden-dir", str(tmp_path / "g"), "--no-history", "--history", str(tmp_path / "h.jsonl")]
     assert main([*argv, "--out", str(tmp_path / "o")]) == 2
     assert "--no-history and --history" in capsys.readouterr().err
+
+
+def test_an_answer_of_several_choices_is_refused(tmp_path, capsys):
+    with CannedSGLang("twochoices") as server:
+        argv = ["repeat", f"openai+{server.url}/v1?model=Qwen/Qwen3.8-27B", "-n", "2"]
+        assert (
+            main([*argv, "--prompts", str(_prompts(tmp_path)), *SETTINGS, "--out", str(tmp_path / "o")]) == 2
+        )
+    assert "holds 2 choices, not the one asked (n=1)" in capsys.readouterr().err
