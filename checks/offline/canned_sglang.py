@@ -11,7 +11,9 @@ in full (bitexact/answers.py); `shapeless` (the first `output_token_logprobs` en
 `(logprob, token_id, text)` triple: what the fuzzer, test_bitexact_fuzz.py, first sent);
 `badid` (the token id -5 at position 0: an id no engine can produce); `dupkey` (`output_ids` given
 twice in the answer, the first copy other ids: JSON whose meaning depends on which copy a reader keeps);
-`twochoices` (an OpenAI-compatible answer holding two choices where one was asked);
+`stopped` (half the tokens asked, with SGLang's stop reason: an engine that stopped at a stop token,
+as none should under bitexact's `ignore_eos`); `twochoices` (an OpenAI-compatible answer holding two
+choices where one was asked);
 `spec` (the same values, with the speculation counters SGLang adds to meta_info after verify steps);
 `drift` (`spec`, with the logprob at position 3 one float32 step away: a server whose bits moved).
 With the radix cache on (`spec`'s counters too, as the recipe's `radix` variant speculates): `radix`
@@ -36,7 +38,7 @@ from bx_fake_servers import FakeServer  # noqa: E402
 
 BEHAVIOURS = (
     "normal", "nan", "inf", "short", "spec", "drift", "empty", "notop", "sometop", "positive", "shapeless",
-    "badid", "dupkey", "twochoices",
+    "badid", "dupkey", "twochoices", "stopped",
     "radix", "radix-drift", "radix-never-hits", "radix-no-flush", "radix-hybrid", "radix-empty",
     "radix-bad-count",
 )  # fmt: skip
@@ -73,7 +75,11 @@ class CannedValues:
         self, ids: list[int], new: int, k: int
     ) -> tuple[list[int], list[float], list[list[tuple[int, float]]]]:
         count = (
-            max(1, new // 2) if self.behaviour == "short" else 0 if self.behaviour.endswith("empty") else new
+            max(1, new // 2)
+            if self.behaviour in ("short", "stopped")
+            else 0
+            if self.behaviour.endswith("empty")
+            else new
         )
         toks = [(sum(ids) + 7 * i) % 97 + 3 for i in range(count)]
         logprobs = [(0.5 if self.behaviour == "positive" else -0.125 * (1 + i % 5)) for i in range(count)]
@@ -119,6 +125,8 @@ class CannedSGLang(FakeServer):
             entries[0] = {}
         if behaviour == "badid" and entries:
             answer["output_ids"][0] = entries[0][1] = -5
+        if behaviour == "stopped":
+            answer["meta_info"]["finish_reason"] = {"type": "stop", "matched": answer["output_ids"][-1]}
         if behaviour == "dupkey":
             answer = {_Twin("output_ids"): [t + 1 for t in answer["output_ids"]], **answer}
         if behaviour == "radix-bad-count":

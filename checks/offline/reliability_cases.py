@@ -2049,6 +2049,17 @@ CASES: list[Case] = [
         prompts,
         server="twochoices",
     ),
+    Case(
+        "bx-answer-stopped",
+        "bitexact",
+        "two servers that stop at a stop token after half the tokens asked (compared as they are: the "
+        "verdict said only how many positions)",
+        ("parity", "sglang+{url}", "sglang+{url}", "--allow-same-engine", *common),
+        0,
+        r"at 4 positions of 2 prompts \(2 of them stopped before the 4 tokens asked, with a stop reason\)",
+        prompts,
+        server="stopped",
+    ),
     # pinlock
     Case("pl-command", "pinlock", "an unknown command", ("pin",), 2, r"invalid choice: 'pin'"),
     Case(

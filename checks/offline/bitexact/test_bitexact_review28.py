@@ -319,3 +319,14 @@ def test_an_answer_of_several_choices_is_refused(tmp_path, capsys):
             main([*argv, "--prompts", str(_prompts(tmp_path)), *SETTINGS, "--out", str(tmp_path / "o")]) == 2
         )
     assert "holds 2 choices, not the one asked (n=1)" in capsys.readouterr().err
+
+
+def test_a_verdict_over_stopped_answers_says_they_stopped(tmp_path, capsys):
+    """Answers shorter than asked with a stop reason pass the gate (the issue's rule): the verdict said
+    "at 4 positions of 2 prompts" and nothing of why so few."""
+    with CannedSGLang("stopped") as one, CannedSGLang("stopped") as two:
+        argv = ["parity", f"sglang+{one.url}", f"sglang+{two.url}", "--prompts", str(_prompts(tmp_path))]
+        assert main([*argv, *SETTINGS, "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "at 4 positions of 2 prompts (2 of them stopped before the 4 tokens asked" in out
+    assert "stopped before" in (tmp_path / "o" / "parity.md").read_text()
