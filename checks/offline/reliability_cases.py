@@ -2060,6 +2060,29 @@ CASES: list[Case] = [
         prompts,
         server="stopped",
     ),
+    Case(
+        "bx-record-force-other-card",
+        "bitexact",
+        "golden record --force with --golden naming another card's golden",
+        (
+            "golden",
+            "record",
+            URL + FAST,
+            "--recipe-name",
+            "qwen3.8-27b-exact",
+            "--card",
+            "h100-nvl",
+            "--golden",
+            "{tmp}/g/h200/qwen3.8-27b-exact.json",
+            "--force",
+            *common,
+        ),  # fmt: skip
+        2,
+        r"qwen3.8-27b-exact.json is the golden of card 'h200', recipe 'qwen3.8-27b-exact', and this one is "
+        r"of card 'h100-nvl', recipe 'qwen3.8-27b-exact': --force replaces a golden of the same card",
+        both(prompts, golden()),
+        check=golden_intact("g/h200/qwen3.8-27b-exact.json"),
+    ),
     # pinlock
     Case("pl-command", "pinlock", "an unknown command", ("pin",), 2, r"invalid choice: 'pin'"),
     Case(

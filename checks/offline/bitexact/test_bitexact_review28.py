@@ -330,3 +330,18 @@ def test_a_verdict_over_stopped_answers_says_they_stopped(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "at 4 positions of 2 prompts (2 of them stopped before the 4 tokens asked" in out
     assert "stopped before" in (tmp_path / "o" / "parity.md").read_text()
+
+
+def test_force_never_replaces_another_cards_golden(tmp_path, capsys):
+    golden = tmp_path / "g.json"
+    with CannedSGLang() as server:
+        common = [f"sglang+{server.url}", "--recipe-name", "r", "--golden", str(golden)]
+        common += ["--prompts", str(_prompts(tmp_path)), *SETTINGS]
+        assert main(["golden", "record", *common, "--card", "h200", "--out", str(tmp_path / "o")]) == 0
+        before = golden.read_bytes()
+        argv = ["golden", "record", *common, "--card", "h100-nvl", "--force", "--out", str(tmp_path / "o2")]
+        assert main(argv) == 2
+        assert "is the golden of card 'h200', recipe 'r'" in capsys.readouterr().err
+        assert golden.read_bytes() == before
+        argv = ["golden", "record", *common, "--card", "h200", "--force", "--out", str(tmp_path / "o3")]
+        assert main(argv) == 0  # the same card's and recipe's: replaced, as --force says

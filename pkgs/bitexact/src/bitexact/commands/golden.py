@@ -274,7 +274,7 @@ def record(args: argparse.Namespace) -> int:
         raise UsageError(
             f"golden {path} exists; pass --force to replace it (or --golden FILE to write elsewhere)"
         )
-    replaceable(path)
+    replaceable(path, card=card, recipe=name)
     target = _history_target(args, path)
     settings = settings_of(args)
     prompts = resolve_prompts(args, [args.engine])
