@@ -149,7 +149,7 @@ def claim(out: Path, args: argparse.Namespace, argv: list[str]) -> None:
         if record is None and not force:
             raise UsageError(
                 f"--out {out}: {path.name} is not a run record bitexact can read; give a new --out, or "
-                f"pass --force to move what is there aside into {out / ASIDE}/"
+                f"pass --force to move bitexact's files there aside into {out / ASIDE}/"
             )
         if isinstance(mine, dict) and not force:
             raise UsageError(
@@ -157,7 +157,7 @@ def claim(out: Path, args: argparse.Namespace, argv: list[str]) -> None:
                 f"(`{mine.get('command')}`; {_changes(mine.get('identity') or {}, identity)}): its reports "
                 "and results would be replaced or mixed with this one's. Give this run a new --out (or "
                 f"none: each command gets its own folder under {DEFAULT_ROOT}/), or pass --force to move "
-                f"what --out holds aside into {out / ASIDE}/ and start this one"
+                f"bitexact's files in --out aside into {out / ASIDE}/ and start this one"
             )
         moved = _move_aside(out)
         runs = {}

@@ -229,8 +229,8 @@ def add_prompt_options(p: argparse.ArgumentParser, force: str | None = None) -> 
 
 
 FORCE_HELP = (
-    "start over in an --out that holds another command's run (that run is moved aside into "
-    "OUT/replaced/, never deleted)"
+    "start over in an --out that holds another command's run (bitexact's files there are moved aside "
+    "into OUT/replaced/, never deleted; files of yours stay)"
 )
 
 
