@@ -2003,7 +2003,7 @@ CASES: list[Case] = [
         "an engine URL with a user name and password before the host",
         ("repeat", "sglang+http://user:secret@127.0.0.1:1"),
         2,
-        r"give the server as sglang\+http://HOST:PORT\[/PATH\]\[\?OPTIONS\], without a user name or password",
+        r"give the server as sglang\+http://host:port\[/path\]\[\?options\], without a user name or password",
     ),
     Case(
         "bx-record-recipe-name-spec",

@@ -103,7 +103,7 @@ def parse_engine(raw: str) -> EngineSpec:
             # urllib would send "user:pw@host" to the resolver as a host name, and every message and
             # report would print the password; a "#..." is dropped by the client without a word
             raise UsageError(
-                f"engine {raw!r}: give the server as {kind}+{parts.scheme}://HOST:PORT[/PATH][?OPTIONS], "
+                f"engine {raw!r}: give the server as {kind}+{parts.scheme}://host:port[/path][?options], "
                 "without a user name or password before the host and without a '#' part"
             )
         try:
