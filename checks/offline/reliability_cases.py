@@ -2045,7 +2045,7 @@ CASES: list[Case] = [
         "an OpenAI-compatible answer holding two choices where one was asked (the first was compared)",
         ("repeat", "openai+{url}/v1?model=Qwen/Qwen3.8-27B", "-n", "2", *common),
         2,
-        r"answer for 'p0#r0' holds 2 choices, not the one asked \(n=1\); which one would be compared\?",
+        r"answer for 'p\d#r\d' holds 2 choices, not the one asked \(n=1\); which one would be compared\?",
         prompts,
         server="twochoices",
     ),
