@@ -9,6 +9,11 @@ writes the non-standard literals a server with broken numerics sends); `short` (
 position only), `positive` (logprobs of +0.5: a probability above 1): answers that cannot be compared
 in full (bitexact/answers.py); `shapeless` (the first `output_token_logprobs` entry an object, not a
 `(logprob, token_id, text)` triple: what the fuzzer, test_bitexact_fuzz.py, first sent);
+`badid` (the token id -5 at position 0: an id no engine can produce); `dupkey` (`output_ids` given
+twice in the answer, the first copy other ids: JSON whose meaning depends on which copy a reader keeps);
+`stopped` (half the tokens asked, with SGLang's stop reason: an engine that stopped at a stop token,
+as none should under bitexact's `ignore_eos`); `twochoices` (an OpenAI-compatible answer holding two
+choices where one was asked);
 `spec` (the same values, with the speculation counters SGLang adds to meta_info after verify steps);
 `drift` (`spec`, with the logprob at position 3 one float32 step away: a server whose bits moved).
 With the radix cache on (`spec`'s counters too, as the recipe's `radix` variant speculates): `radix`
@@ -33,6 +38,7 @@ from bx_fake_servers import FakeServer  # noqa: E402
 
 BEHAVIOURS = (
     "normal", "nan", "inf", "short", "spec", "drift", "empty", "notop", "sometop", "positive", "shapeless",
+    "badid", "dupkey", "twochoices", "stopped",
     "radix", "radix-drift", "radix-never-hits", "radix-no-flush", "radix-hybrid", "radix-empty",
     "radix-bad-count",
 )  # fmt: skip
@@ -48,6 +54,17 @@ RADIX: dict[str, dict[str, object]] = {
 }
 
 
+class _Twin(str):
+    """A key equal in text to another of its object and not equal to it as a dict key: json.dumps then
+    writes the key twice, as a server whose JSON writer repeats a field does."""
+
+    def __hash__(self) -> int:
+        return hash(("twin", str(self)))
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
 class CannedValues:
     """FakeServer's backend: token ids, logprobs and top-k computed from the prompt alone."""
 
@@ -58,7 +75,11 @@ class CannedValues:
         self, ids: list[int], new: int, k: int
     ) -> tuple[list[int], list[float], list[list[tuple[int, float]]]]:
         count = (
-            max(1, new // 2) if self.behaviour == "short" else 0 if self.behaviour.endswith("empty") else new
+            max(1, new // 2)
+            if self.behaviour in ("short", "stopped")
+            else 0
+            if self.behaviour.endswith("empty")
+            else new
         )
         toks = [(sum(ids) + 7 * i) % 97 + 3 for i in range(count)]
         logprobs = [(0.5 if self.behaviour == "positive" else -0.125 * (1 + i % 5)) for i in range(count)]
@@ -102,8 +123,20 @@ class CannedSGLang(FakeServer):
         behaviour = self.backend.behaviour  # type: ignore[attr-defined]
         if behaviour == "shapeless" and entries:
             entries[0] = {}
+        if behaviour == "badid" and entries:
+            answer["output_ids"][0] = entries[0][1] = -5
+        if behaviour == "stopped":
+            answer["meta_info"]["finish_reason"] = {"type": "stop", "matched": answer["output_ids"][-1]}
+        if behaviour == "dupkey":
+            answer = {_Twin("output_ids"): [t + 1 for t in answer["output_ids"]], **answer}
         if behaviour == "radix-bad-count":
             answer["meta_info"]["cached_tokens"] = -1
+        return answer
+
+    def completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        answer = super().completion(body)
+        if self.backend.behaviour == "twochoices":  # type: ignore[attr-defined]
+            answer["choices"] = [answer["choices"][0], {**answer["choices"][0], "index": 1}]
         return answer
 
     @property

@@ -5,6 +5,8 @@ answer of 0 tokens, or one cut short, or positions without a logprob or without 
 asked, would compare equal on what little is there. So an answer is refused unless it holds
 
 - as many tokens as asked, or fewer with a stop reason (the engine stopped at a stop token or string);
+- token ids that can be token ids: whole numbers from 0 to MAX_TOKEN_ID (int32 in every engine), the
+  chosen ones and the alternatives';
 - one logprob per token, each a finite number <= 0 (a logprob above 0 is a probability above 1);
 - one row of at least the requested top-k alternatives per token, each a finite number <= 0, no
   alternative twice."""
@@ -15,6 +17,7 @@ import math
 
 from bitexact.engines.base import Settings
 from bitexact.generation import Generation
+from bitexact.prompts import MAX_TOKEN_ID
 
 # Finish reasons that mean the engine stopped on its own at a stop token or string: SGLang's and the
 # OpenAI API's "stop", llama.cpp's `stop_type` "eos" and "word". "length" with fewer tokens than asked
@@ -41,6 +44,25 @@ def non_finite(gen: Generation) -> str | None:
     return None
 
 
+def _not_a_token(value: object) -> bool:
+    return isinstance(value, int) and not 0 <= value <= MAX_TOKEN_ID
+
+
+def impossible_id(gen: Generation) -> str | None:
+    """Where `gen` holds a token id no engine can produce (negative, or above int32), in words; None
+    when every id, chosen or alternative, is one. Two servers sending the same impossible id would
+    otherwise compare equal on it."""
+    rule = f"not a token id (a token id is a whole number from 0 to {MAX_TOKEN_ID})"
+    for position, token in enumerate(gen.token_ids):
+        if _not_a_token(token):
+            return f"position {position}: the token id {token} is {rule}"
+    for position, row in enumerate(gen.top_logprobs):
+        bad = next((key for key, _ in row if _not_a_token(key)), None)
+        if bad is not None:
+            return f"position {position}: the top-k alternative {bad} is {rule}"
+    return None
+
+
 def incomplete(gen: Generation, settings: Settings) -> str | None:
     """Why `gen` cannot be compared in full under `settings`, in words; None when it can. (Non-finite
     values are `non_finite`'s to name.)"""
@@ -57,6 +79,9 @@ def incomplete(gen: Generation, settings: Settings) -> str | None:
         )
     if len(gen.logprobs) != n:
         return f"the answer holds {n} tokens but {len(gen.logprobs)} logprobs"
+    bad_id = impossible_id(gen)
+    if bad_id is not None:
+        return bad_id
     for position, value in enumerate(gen.logprobs):
         if value > 0:
             return (

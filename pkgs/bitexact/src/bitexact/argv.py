@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 GIVEN = "_options_given"  # namespace attribute: dest -> the option string that set it
+LENGTH = re.compile(r"[0-9]+(\.[0-9]+)?")  # a length, before its "k"
+WHOLE = re.compile(r"-?[0-9]+")  # a whole number as the command line writes one: ASCII digits only
 
 # The bounds of every count on the command line: far above any real run, below what overflows a
 # timeout, a thread pool or an engine's int32 token ids.
@@ -79,10 +82,8 @@ def count(minimum: int, maximum: int = MAX_PROMPTS) -> Callable[[str], int]:
     without a bound of its own is still bounded (by a billion)."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text.strip(), 10) if text.strip().isascii() else None
-        except ValueError:
-            value = None
+        # Digits only: int() would also read "1_0" as 10, "+3" and non-ASCII digits.
+        value = int(text.strip()) if WHOLE.fullmatch(text.strip()) else None
         if value is None:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
         if value < minimum:
@@ -104,10 +105,9 @@ def parse_lengths(text: str, maximum: int = MAX_TOKENS) -> list[int]:
     for part in text.split(","):
         part = part.strip().lower()
         scale = 1024 if part.endswith("k") else 1
-        try:
-            value = float(part.removesuffix("k")) * scale if part.isascii() else math.nan
-        except ValueError:
-            value = math.nan
+        digits = part.removesuffix("k")
+        # "1.5k" is 1536 tokens; float() would also read "1_0", "1e3", "+5" and "inf"
+        value = float(digits) * scale if LENGTH.fullmatch(digits) else math.nan
         if not math.isfinite(value) or value != int(value):
             raise UsageError(f"lengths {text!r}: use numbers like 640,2200,128k (whole tokens)")
         if not 1 <= value <= maximum:

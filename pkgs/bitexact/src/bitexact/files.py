@@ -87,6 +87,20 @@ def path_state(path: Path) -> str:
     return "file" if stat.S_ISREG(mode) else "another kind of file (a socket, a fifo or a device)"
 
 
+def blocked_folder(path: Path) -> str | None:
+    """Why no file can be made at a missing `path`, in words (the nearest folder above it that exists is
+    not a folder: a file, a dangling link, a loop), or None when that folder is one. Checked before a
+    run, so that a golden or a history line never fails to be written after the engine has run (with
+    "File exists" or "Not a directory" about a temporary file)."""
+    for folder in path.absolute().parents:
+        state = path_state(folder)
+        if state == "directory":
+            return None
+        if state != "missing":
+            return f"its folder {shown(folder)} is {'a file' if state == 'file' else state}"
+    return None
+
+
 def read_text(path: Path, option: str, expect: str) -> str:
     """The UTF-8 text of `path`, named by `option` in every error; `expect` says what belongs there."""
     state = path_state(path)
@@ -123,6 +137,9 @@ def prepare_out(out: Path, option: str = "--out") -> Path:
         raise UsageError(f"{option} {shown(out)} is a file; give a directory (it is created if missing)")
     if state not in ("directory", "missing"):
         raise UsageError(f"{option} {shown(out)} is {state}; give a directory (it is created if missing)")
+    blocked = blocked_folder(out) if state == "missing" else None
+    if blocked is not None:
+        raise UsageError(f"{option} {shown(out)}: {blocked}; give a directory (it is created if missing)")
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / f".bitexact-probe-{os.getpid()}"

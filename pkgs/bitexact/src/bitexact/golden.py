@@ -14,7 +14,7 @@ from bitexact.answers import problem
 from bitexact.argv import MAX_TOKENS, MAX_TOP_LOGPROBS
 from bitexact.engines.base import Settings
 from bitexact.errors import BitexactError, GoldenError
-from bitexact.files import atomic_write_text, dumps, path_state
+from bitexact.files import atomic_write_text, blocked_folder, dumps, path_state
 from bitexact.generation import Generation
 from bitexact.names import checked_name, inside
 from bitexact.prompts import Prompt, parse_prompt
@@ -123,6 +123,9 @@ def _state_error(path: Path, card: str) -> GoldenError | None:
         return GoldenError(
             f"--golden {path} is a directory; give the golden file (<dir>/<card>/<recipe>.json)"
         )
+    blocked = blocked_folder(path) if state == "missing" else None
+    if blocked is not None:
+        return GoldenError(f"golden {path}: {blocked}; give --golden-dir a folder (or --golden a file)")
     if state == "missing":
         return GoldenError(
             f"no golden record for card {card!r} at {path}: the check cannot pass without one. Record it on "
@@ -133,10 +136,15 @@ def _state_error(path: Path, card: str) -> GoldenError | None:
     return None
 
 
-def replaceable(path: Path) -> None:
-    """A golden record may replace what is at `path` only if that is nothing or a golden record: --force
-    replaces goldens, never a history, a prompt file or anything else that happens to be there."""
+def replaceable(path: Path, *, card: str, recipe: str) -> None:
+    """A golden record may replace what is at `path` only if that is nothing or a golden record of the
+    same card and recipe: --force replaces goldens, never a history, a prompt file or anything else that
+    happens to be there, nor another card's golden (`--golden g/rtx/x.json --card h200` would put an
+    H200's values where the RTX's golden was)."""
     state = path_state(path)
+    blocked = blocked_folder(path) if state == "missing" else None
+    if blocked is not None:
+        raise GoldenError(f"golden {path}: {blocked}; give --golden-dir a folder (or --golden a file)")
     if state == "missing":
         return
     error = _state_error(path, "")
@@ -150,6 +158,13 @@ def replaceable(path: Path) -> None:
         raise GoldenError(
             f"{path} is not a golden record, and --force replaces only golden records; give another "
             "--golden (or remove that file yourself if it is meant to go)"
+        )
+    theirs = (record.get("card"), record.get("recipe"))
+    if theirs != (card, recipe):
+        raise GoldenError(
+            f"{path} is the golden of card {theirs[0]!r}, recipe {theirs[1]!r}, and this one is of card "
+            f"{card!r}, recipe {recipe!r}: --force replaces a golden of the same card and recipe only; give "
+            "another --golden (or remove that file yourself if it is meant to go)"
         )
 
 

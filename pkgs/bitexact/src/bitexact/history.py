@@ -15,7 +15,7 @@ from typing import Any
 
 from bitexact import strictjson
 from bitexact.errors import UsageError
-from bitexact.files import append_line, dumps, path_state, read_text
+from bitexact.files import append_line, blocked_folder, dumps, path_state, read_text
 from bitexact.results import flatten, run_key
 
 KIND = "bitexact-history"
@@ -156,6 +156,10 @@ def shape_problem(item: Any) -> str | None:
             return f"'{key}' is {json.dumps(item.get(key))}"
     if item.get("verdict") not in VERDICTS:
         return f"'verdict' is {json.dumps(item.get('verdict'))}, not one of {', '.join(VERDICTS)}"
+    try:
+        datetime.datetime.fromisoformat(item["at"])
+    except ValueError:
+        return f"'at' is {json.dumps(item['at'])}, not a time (ISO 8601, as bitexact writes it)"
     build = item.get("build")
     if not isinstance(build, dict) or not _is(build.get("label"), str):
         return "'build' has no label"
@@ -179,6 +183,27 @@ def shape_problem(item: Any) -> str | None:
         and (first.get("margin") is None or _is(first.get("margin"), int, float))
     ):
         return "'first_divergence' is not an object of prompt, position, differs_in and margin"
+    return _count_problem(item)
+
+
+def _count_problem(item: dict[str, Any]) -> str | None:
+    """Why a line's counts cannot be what a check found (more prompts equal than there were, a verdict
+    of EQUAL with prompts that differ), in words; None when they agree. A line of the right shape whose
+    counts contradict its verdict would otherwise read as NO DRIFT, or as drift that never was."""
+    prompts, equal, tokens = item["prompts"], item["equal"], item["tokens_differ"]
+    first, touched, verdict = item["first_divergence"], item["touched"], item["verdict"]
+    if prompts < 1 or not 0 <= equal <= prompts or not 0 <= tokens <= prompts - equal:
+        return (
+            f"its counts are impossible ({prompts} prompts, {equal} equal, {tokens} differing in token ids)"
+        )
+    if first is not None and first["position"] < 0:
+        return f"'first_divergence' is at position {first['position']}, before the first token"
+    differ = verdict == "DIFFERENT"
+    if differ != (equal < prompts) or differ != (first is not None) or len(touched) != prompts - equal:
+        return (
+            f"its verdict {verdict} disagrees with its counts ({equal} of {prompts} prompts equal, "
+            f"{len(touched)} touched, {'a' if first else 'no'} first divergence)"
+        )
     return None
 
 
@@ -217,8 +242,9 @@ def check_target(path: Path, golden_file: Path) -> None:
         )
     state = path_state(path)
     if state == "missing":
-        if path_state(path.parent) not in ("directory", "missing"):
-            raise UsageError(f"--history {path}: its folder {path.parent} is {path_state(path.parent)}")
+        blocked = blocked_folder(path)
+        if blocked is not None:
+            raise UsageError(f"--history {path}: {blocked}; give a history file in a folder")
         return
     if state != "file":
         raise UsageError(

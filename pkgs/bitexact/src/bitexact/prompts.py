@@ -64,10 +64,17 @@ class ByteTokenizer:
 class HFTokenizer:
     """A transformers tokenizer loaded from a local path (no special tokens added)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, what: str = "--tokenizer") -> None:
         from transformers import AutoTokenizer
 
-        self._tok = AutoTokenizer.from_pretrained(path)
+        try:
+            self._tok = AutoTokenizer.from_pretrained(path)
+        except (OSError, ValueError, TypeError, KeyError) as error:  # what transformers raises for a folder
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise UsageError(
+                f"{what} {path!r}: not a tokenizer transformers can load ({first}); give a local tokenizer "
+                "folder (tokenizer.json or tokenizer_config.json with its files), or 'bytes'"
+            ) from None
 
     def encode(self, text: str) -> list[int]:
         return list(self._tok.encode(text, add_special_tokens=False))

@@ -4,9 +4,11 @@ transport options), and another command of that verb is refused there, before an
 reports would replace the first one's, and a resume with other settings (`repeat -n 2`, then `-n 3`)
 would reuse rows made in other company. Verbs write files of their own (parity `A-*`, `B-*` and
 `parity*`, repeat `repeat*`, golden record `golden*`, golden check `check-*` and `golden-check*`, bench
-`bench*`, history `history-*`, warm `warm*`), so a record, a check of it and a warm run against it
-may share one --out. `--force` moves what --out holds aside (into `<out>/replaced/`, never deleted) and
-starts the new run.
+`bench*`, history `history-*`, warm `warm*`: FILES), so a record, a check of it and a warm run against it
+may share one --out; no option names a report into another verb's files (`parity --name golden-record`
+would replace the record's report). `--force` moves bitexact's own files in --out aside (into
+`<out>/replaced/`, never deleted) and starts the new run; files of the user's there (`--out .` in a
+project, the prompt file kept beside its reports) stay where they are.
 
 Without --out, each command gets its own folder, `bitexact-out/<verb>-<digest of the command>`: the same
 command again finds its results there and resumes, another command never meets them."""
@@ -35,6 +37,41 @@ DEFAULT_ROOT = Path("bitexact-out")
 # and where a history line goes and what it names (the history is outside --out).
 NOT_IDENTITY = {"out", "json", "force", "run", "history", "no_history", "build_id", "build_info"}
 ENGINE_OPTIONS = ("a", "b", "engine")
+# The names each verb writes in an --out (results, reports), by prefix; and what every verb writes.
+FILES = {
+    "parity": ("A-", "B-", "parity"),
+    "repeat": ("repeat",),
+    "golden-record": ("golden",),
+    "golden-check": ("check-", "golden-check"),
+    "bench": ("bench",),
+    "history": ("history-",),
+    "warm": ("warm",),
+}
+ANY_VERB = ("bitexact-crash-", RECORD_NAME)
+
+
+def owner(name: str) -> str | None:
+    """The verb whose files `name` (a file in an --out) is among, or None for a file no verb writes."""
+    return next((verb for verb, starts in FILES.items() if name.startswith(starts)), None)
+
+
+def ours(name: str) -> bool:
+    """Whether bitexact wrote `name` in an --out (a verb's file, a crash report, the run record, or the
+    temporary file of a write cut short: `.NAME.PID.tmp`)."""
+    if name.startswith(".") and name.endswith(".tmp"):
+        name = name[1:]
+    return owner(name) is not None or name.startswith(ANY_VERB)
+
+
+def report_stem(verb: str, stem: str, option: str) -> str:
+    """`stem` for `verb`'s reports, if no other verb's files are named so (UsageError otherwise)."""
+    other = owner(stem)
+    if other is not None and other != verb:
+        raise UsageError(
+            f"{option} {stem!r}: `bitexact {other.replace('-', ' ')}` names its files so, and its report in "
+            f"the same --out would be replaced; give another name (e.g. {verb}-{stem})"
+        )
+    return stem
 
 
 def _value(name: str, value: Any) -> Any:
@@ -90,7 +127,7 @@ def _move_aside(out: Path) -> Path:
     target = out / ASIDE / f"run-{stamp}"
     target.mkdir(parents=True)
     for entry in sorted(out.iterdir()):
-        if entry.name not in (LOCK_NAME, ASIDE):
+        if entry.name not in (LOCK_NAME, ASIDE) and ours(entry.name):
             entry.replace(target / entry.name)
     return target
 
@@ -105,14 +142,14 @@ def claim(out: Path, args: argparse.Namespace, argv: list[str]) -> None:
     there = path.exists() or path.is_symlink()
     record = _read(path) if there else None
     force = bool(getattr(args, "force", False))
-    wrote = any(entry.name not in (RECORD_NAME, LOCK_NAME) for entry in out.iterdir())
+    wrote = any(entry.name != RECORD_NAME and ours(entry.name) for entry in out.iterdir())
     runs = dict(record["runs"]) if record is not None and isinstance(record.get("runs"), dict) else {}
     mine = runs.get(verb)
     if there and wrote and (record is None or (isinstance(mine, dict) and mine.get("identity") != identity)):
         if record is None and not force:
             raise UsageError(
                 f"--out {out}: {path.name} is not a run record bitexact can read; give a new --out, or "
-                f"pass --force to move what is there aside into {out / ASIDE}/"
+                f"pass --force to move bitexact's files there aside into {out / ASIDE}/"
             )
         if isinstance(mine, dict) and not force:
             raise UsageError(
@@ -120,11 +157,14 @@ def claim(out: Path, args: argparse.Namespace, argv: list[str]) -> None:
                 f"(`{mine.get('command')}`; {_changes(mine.get('identity') or {}, identity)}): its reports "
                 "and results would be replaced or mixed with this one's. Give this run a new --out (or "
                 f"none: each command gets its own folder under {DEFAULT_ROOT}/), or pass --force to move "
-                f"what --out holds aside into {out / ASIDE}/ and start this one"
+                f"bitexact's files in --out aside into {out / ASIDE}/ and start this one"
             )
         moved = _move_aside(out)
         runs = {}
-        print(f"bitexact: --force: what {out} held is moved to {moved}", file=sys.stderr)
+        print(
+            f"bitexact: --force: bitexact's files in {out} are moved to {moved} (files of yours there stay)",
+            file=sys.stderr,
+        )
     if not wrote:
         runs = {}
     runs[verb] = {

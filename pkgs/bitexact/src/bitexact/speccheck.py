@@ -23,7 +23,9 @@ def spec_summary(generations: list[Generation], required: str) -> dict[str, Any]
     }
 
 
-def check_spec(generations: list[Generation], required: str, label: str) -> None:
+def check_spec(generations: list[Generation], required: str, label: str, option: str = "--spec") -> None:
+    """`option`: the verb's option that sets the requirement, named in the hint (`--spec-a` for parity's
+    A side; golden and warm take `--spec`)."""
     if required == "must":
         missing = [g.prompt_id for g in generations if g.spec is None or not g.spec.ran]
         if missing:
@@ -32,7 +34,7 @@ def check_spec(generations: list[Generation], required: str, label: str) -> None
                 "no verify steps or drafted tokens in the engine's answer (SGLang's spec_verify_ct, "
                 "llama.cpp's timings.draft_n, vLLM's spec_decode counters with one request in flight), "
                 f"e.g. {missing[:5]}; the server may have "
-                "speculation off, or the engine does not report it (then use --spec-a/--spec-b any)"
+                f"speculation off, or the engine does not report it (then pass {option} any)"
             )
     elif required == "never":
         ran = [g.prompt_id for g in generations if g.spec is not None and g.spec.ran]

@@ -32,6 +32,10 @@ def compared(comps: list[dict[str, Any]], settings: dict[str, Any], unit: str = 
         "positions": sum(c["positions"] for c in comps),
         "top_k": settings["top_logprobs"],
         "alternatives": "logprobs" if any(c["alternatives_by_text"] for c in comps) else "ids and logprobs",
+        # answers that stopped at a stop token before max_new_tokens (answers.py lets them through,
+        # with their stop reason): compared as they are, and said, so that few positions never hide
+        "stopped": sum(min(c["len_a"], c["len_b"]) < settings["max_new_tokens"] for c in comps),
+        "asked": settings["max_new_tokens"],
     }
 
 

@@ -56,7 +56,7 @@ def _engine_tokenizer(engines: list[str]) -> Tokenizer | None:
     for raw in engines:
         spec = parse_engine(raw)
         if spec.kind == "hf" and (Path(spec.target) / "tokenizer_config.json").exists():
-            return HFTokenizer(spec.target)
+            return HFTokenizer(spec.target, f"the tokenizer of {raw}")
     return None
 
 
@@ -229,8 +229,8 @@ def add_prompt_options(p: argparse.ArgumentParser, force: str | None = None) -> 
 
 
 FORCE_HELP = (
-    "start over in an --out that holds another command's run (that run is moved aside into "
-    "OUT/replaced/, never deleted)"
+    "start over in an --out that holds another command's run (bitexact's files there are moved aside "
+    "into OUT/replaced/, never deleted; files of yours stay)"
 )
 
 

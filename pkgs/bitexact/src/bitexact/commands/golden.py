@@ -185,6 +185,8 @@ def _key(args: argparse.Namespace) -> tuple[str, str, str]:
     spec = args.spec or "any"
     if args.recipe_name:
         name = args.recipe_name
+        if args.recipe:  # the name replaces the recipe file's; its variant's requirement still holds
+            spec = args.spec or _side(load_recipe(args.recipe), args.variant).spec
     elif args.recipe or env_value("BITEXACT_RECIPE"):
         recipe = load_recipe(args.recipe)
         name = recipe["name"]
@@ -240,6 +242,8 @@ def _history_target(args: argparse.Namespace, golden_file: Path) -> Path | None:
     """Where this run's history line goes, checked before anything runs (a history that cannot take the
     line must not fail the run after the golden is written): the card's history beside its golden; a
     golden named by --golden (a scratch reference) keeps none unless --history names one."""
+    if args.no_history and args.history is not None:
+        raise UsageError(f"--no-history and --history {args.history} say opposite things; give one of them")
     if args.no_history:
         return None
     if args.history is None and args.golden is not None:
@@ -270,7 +274,7 @@ def record(args: argparse.Namespace) -> int:
         raise UsageError(
             f"golden {path} exists; pass --force to replace it (or --golden FILE to write elsewhere)"
         )
-    replaceable(path)
+    replaceable(path, card=card, recipe=name)
     target = _history_target(args, path)
     settings = settings_of(args)
     prompts = resolve_prompts(args, [args.engine])
@@ -414,6 +418,13 @@ def select_golden(args: argparse.Namespace) -> Selected:
     return Selected(card, name, spec, golden, prompts, expected, settings)
 
 
+def _partial(checked: int, recorded: int) -> str:
+    """What a check of some of a golden's prompts says of itself: it is not a check of the golden."""
+    if checked == recorded:
+        return ""
+    return f" (a partial check: {checked} of the golden's {recorded} prompts)"
+
+
 def check(args: argparse.Namespace) -> int:
     selected = select_golden(args)
     card, name, spec, golden = selected.card, selected.recipe, selected.spec, selected.golden
@@ -449,6 +460,7 @@ def check(args: argparse.Namespace) -> int:
         tokenizer=report_tokenizer(args, [args.engine]),
     )
     summary["reports"] = write_comparison(args.out, "golden-check", summary)
+    summary["golden_prompts"] = len(golden.prompts)  # fewer checked: a partial check (the verdict says so)
     verdict = "EQUAL" if summary["differ"] == 0 else "DIFFERENT"
     found = _components(args, identity, build_info, None)
     if target is not None:
@@ -460,7 +472,8 @@ def check(args: argparse.Namespace) -> int:
     emit(
         summary,
         args.json,
-        f"golden check: {verdict}: {summary['equal']}/{summary['prompts']} prompts equal to {golden.path}; "
+        f"golden check: {verdict}: {summary['equal']}/{summary['prompts']} prompts equal to {golden.path}"
+        f"{_partial(len(prompts), len(golden.prompts))}; "
         f"compared: {compared_text(summary['compared_values'])}; report: {summary['reports'][1]}",
     )
     return 0 if summary["differ"] == 0 else 1

@@ -12,6 +12,7 @@ from bitexact.buildchanges import in_words
 from bitexact.commands.common import add_out_options, emit, write_reports
 from bitexact.commands.golden import golden_dir_of
 from bitexact.errors import UsageError
+from bitexact.files import path_state
 from bitexact.helptext import verb_parser
 from bitexact.names import name_option
 from bitexact.report.history_page import history_html, history_markdown
@@ -49,7 +50,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = args.history or golden_dir_of(args) / args.card / history.FILE_NAME
-    if not path.exists():
+    if path_state(path) == "missing":  # a link that leads nowhere is named by read_text, not "no history"
         raise UsageError(
             f"no history for card {args.card!r} at {path}: `bitexact golden record` and `golden check` "
             "append to it; give --golden-dir DIR or --history FILE if it lives elsewhere"

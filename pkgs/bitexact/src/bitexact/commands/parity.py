@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from bitexact import runs
 from bitexact.argv import MAX_IN_FLIGHT, count
 from bitexact.commands.common import (
     add_prompt_options,
@@ -84,6 +85,8 @@ def write_comparison(out: Path, stem: str, summary: dict[str, Any]) -> list[str]
 def run(args: argparse.Namespace) -> int:
     for raw in (args.a, args.b):
         parse_engine(raw)  # a bad engine string is a usage error before anything runs
+    if args.name:
+        runs.report_stem("parity", args.name, "--name")  # before anything runs, as the engine strings
     side_a, side_b = Side("", "any", 1), Side("", "any", 1)
     long_lengths = None
     title = f"parity: {args.name}" if args.name else "parity"
@@ -109,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
         )
     gens_a, ident_a = run_side(args.a, prompts, settings, args.out, "A", inflight_a, tokenizer=args.tokenizer)
     gens_b, ident_b = run_side(args.b, prompts, settings, args.out, "B", inflight_b, tokenizer=args.tokenizer)
-    check_spec(gens_a, spec_a, f"A ({args.a})")
-    check_spec(gens_b, spec_b, f"B ({args.b})")
+    check_spec(gens_a, spec_a, f"A ({args.a})", "--spec-a")
+    check_spec(gens_b, spec_b, f"B ({args.b})", "--spec-b")
     summary = comparison_summary(
         verb="parity",
         title=title,

@@ -11,6 +11,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from bitexact import strictjson
 from bitexact.errors import EngineError
 
 T = TypeVar("T")
@@ -120,6 +121,10 @@ class HttpClient:
                 last = _describe(exc)
                 if isinstance(exc, TimeoutError) or "timed out" in last:
                     last += f" (no answer within {wait_s:.0f} s; set ?timeout=SECONDS to wait longer)"
+            except strictjson.UnreadableJSONError as exc:  # whole, and the same if asked again
+                raise EngineError(
+                    f"{self.base}{path} answered JSON that cannot be read one way: {exc}"
+                ) from None
             except ValueError as exc:  # a body cut short without a Content-Length to tell, or garbage
                 last = f"the answer is not complete JSON ({exc})"
             if attempt < self.retries:
@@ -150,8 +155,8 @@ class HttpClient:
                 if data == "[DONE]":
                     return
                 try:
-                    chunk = json.loads(data)
-                except json.JSONDecodeError:
+                    chunk = strictjson.loads(data, non_finite=True)
+                except strictjson.StrictJSONError:
                     raise EngineError(
                         f"{self.base}{path} streamed something that is not JSON: {data[:200]!r}"
                     ) from None
@@ -170,4 +175,4 @@ class HttpClient:
 
 
 def _read_json(response: Any) -> Any:
-    return json.loads(response.read())
+    return strictjson.loads(response.read(), non_finite=True)

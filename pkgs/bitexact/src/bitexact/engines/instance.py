@@ -2,9 +2,10 @@
 from the strings (`127.0.0.1` and `localhost`, an ssh tunnel, a second port forwarded to the first all
 name one server). A server that reports its start (SGLang's `/server_info` `startup_time`, also behind
 its OpenAI-compatible API and its router's workers) is one engine with another exactly when it reports
-the same identity and the same start. One that reports none is known by its address as the resolver
-sees it (every IP the host name resolves to, the port, the path); an in-process engine by its model
-folder's real path and its options."""
+the same identity and the same start; asked through two APIs (`sglang+` and `openai+`), when the
+server itself reports the same build, arguments and start. One that reports none is known by its
+address as the resolver sees it (every IP the host name resolves to, the port, the path); an in-process
+engine by its model folder's real path and its options."""
 
 from __future__ import annotations
 
@@ -34,6 +35,27 @@ def _in_process(spec: EngineSpec) -> tuple[str, str, tuple[tuple[str, str], ...]
     return spec.kind, os.path.realpath(spec.target), tuple(sorted(spec.canonical_params().items()))
 
 
+# What a server says of itself, whichever API asks (SGLang's native one and its OpenAI-compatible one
+# both read /server_info): equal, with a start time, only for one server.
+SERVER_FIELDS = (
+    "version",
+    "model_path",
+    "revision",
+    "weight_version",
+    "server_args_sha256",
+    "env_vars_sha256",
+    "started",
+)
+
+
+def one_server(ident_a: dict[str, Any] | None, ident_b: dict[str, Any] | None) -> bool:
+    """Whether two identities, got through any API, are one server's: the same start and the same
+    server fields (SERVER_FIELDS)."""
+    if not ident_a or not ident_b or ident_a.get("started") is None:
+        return False
+    return all(ident_a.get(k) == ident_b.get(k) for k in SERVER_FIELDS)
+
+
 def same_engine(
     raw_a: str, ident_a: dict[str, Any] | None, raw_b: str, ident_b: dict[str, Any] | None
 ) -> str | None:
@@ -41,6 +63,11 @@ def same_engine(
     `ident_b`: what each HTTP engine said about itself (None for in-process engines)."""
     a, b = parse_engine(raw_a), parse_engine(raw_b)
     if a.kind != b.kind:
+        if a.kind in HTTP_KINDS and b.kind in HTTP_KINDS and one_server(ident_a, ident_b):
+            return (
+                f"one server, reached through two APIs ({a.kind} and {b.kind}): the same build, server "
+                "arguments and start time"
+            )
         return None
     if a.kind not in HTTP_KINDS:
         same = _in_process(a) == _in_process(b)

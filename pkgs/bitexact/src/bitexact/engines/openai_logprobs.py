@@ -204,6 +204,11 @@ def parse_logprobs(prompt: Prompt, response: Any, where: str, vocab: Vocab = no_
         raise EngineError(
             f"{where}: answer for {prompt.id!r} has no choices[0]: {str(response)[:300]}"
         ) from None
+    if len(response["choices"]) != 1:  # one was asked (n=1): which of several would be the answer?
+        raise EngineError(
+            f"{where}: answer for {prompt.id!r} holds {len(response['choices'])} choices, not the one "
+            "asked (n=1); which one would be compared?"
+        )
     where = f"{where} ({prompt.id!r})"
     dialect, positions = positions_of(choice, where)
     check_count(response, len(positions), where)

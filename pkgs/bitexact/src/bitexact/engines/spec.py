@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -11,6 +12,8 @@ from bitexact.errors import UsageError
 from bitexact.strictjson import unique
 
 N = TypeVar("N", int, float)
+WHOLE = re.compile(r"-?[0-9]+")
+NUMBER = re.compile(r"-?([0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?|inf|nan)", re.IGNORECASE)  # inf: named after
 
 KINDS = ("sglang", "openai", "llamacpp", "hf", "sglang-engine")
 HTTP_KINDS = ("sglang", "openai", "llamacpp")
@@ -71,8 +74,10 @@ class EngineSpec:
         value = self.params.get(key)
         if value is None:
             return default
+        form = WHOLE if parse is int else NUMBER
         try:
-            number = parse(value) if value.isascii() else parse("x")
+            # The pattern first: int() and float() also read "1_0" as 10, and non-ASCII digits
+            number = parse(value) if form.fullmatch(value) else parse("x")
         except ValueError:
             raise UsageError(f"engine {self.raw!r}: {key}={value!r} is not {kind}") from None
         if not (number >= 0 if key in ZERO_ALLOWED else number > 0):
@@ -94,6 +99,13 @@ def parse_engine(raw: str) -> EngineSpec:
         parts = urlsplit(url)
         if not parts.hostname:
             raise UsageError(f"engine {raw!r}: no host; e.g. {EXAMPLES}")
+        if "@" in parts.netloc or parts.fragment or url.endswith("#"):
+            # urllib would send "user:pw@host" to the resolver as a host name, and every message and
+            # report would print the password; a "#..." is dropped by the client without a word
+            raise UsageError(
+                f"engine {raw!r}: give the server as {kind}+{parts.scheme}://host:port[/path][?options], "
+                "without a user name or password before the host and without a '#' part"
+            )
         try:
             port = parts.port  # urllib checks the port only when asked
         except ValueError:

@@ -53,6 +53,13 @@ def compared_text(compared: dict[str, Any]) -> str:
         "them by text, so their ids were not compared)"
     )
     prompts = f"{compared['answers']} {compared['unit']}{'s' if compared['answers'] != 1 else ''}"
+    stopped = compared.get("stopped") or 0  # absent from summaries of older bitexact runs
+    short = (
+        f" ({stopped} of them stopped before the {compared['asked']} tokens asked, with a stop reason)"
+        if stopped
+        else ""
+    )
     return (
         f"{what} at {compared['positions']} position{'s' if compared['positions'] != 1 else ''} of {prompts}"
+        f"{short}"
     )
