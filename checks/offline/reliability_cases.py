@@ -1836,6 +1836,14 @@ CASES: list[Case] = [
         r"lengths '1e3': use numbers like 640,2200,128k \(whole tokens\)",
     ),
     Case(
+        "bx-seed-without-long",
+        "bitexact",
+        "--vocab-size or --seed without --long (they shape generated prompts only: ignored before)",
+        ("repeat", URL + FAST, "--vocab-size", "3", "--out", "{tmp}/o"),
+        2,
+        r"--vocab-size shape generated long prompts \(--long\) only, and this run reads the shipped battery",
+    ),
+    Case(
         "bx-out-force-user-files",
         "bitexact",
         "--force in an --out that also holds the prompt file (and other files of the user's)",

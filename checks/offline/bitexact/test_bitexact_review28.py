@@ -345,3 +345,48 @@ def test_force_never_replaces_another_cards_golden(tmp_path, capsys):
         assert golden.read_bytes() == before
         argv = ["golden", "record", *common, "--card", "h200", "--force", "--out", str(tmp_path / "o3")]
         assert main(argv) == 0  # the same card's and recipe's: replaced, as --force says
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--vocab-size", "3"], "--vocab-size"),
+        (["--seed", "7"], "--seed"),
+        (["--vocab-size", "3", "--seed", "1"], "--vocab-size and --seed"),
+    ],
+)
+def test_long_prompt_options_without_long_prompts_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], named: str
+) -> None:
+    """--vocab-size and --seed shape generated prompts only: with --prompts they changed nothing."""
+    argv = ["repeat", "sglang+http://127.0.0.1:9?retries=0", "--prompts", str(_prompts(tmp_path)), *SETTINGS]
+    assert main([*argv, *extra, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert f"{named} shape generated long prompts (--long) only" in err and "--prompts" in err
+    assert not list((tmp_path / "o").glob("*.jsonl"))  # refused before any request
+    # a corrected command in the same --out is not held up by the refused one
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    assert "shape generated long prompts" not in capsys.readouterr().err
+
+
+def test_a_partial_golden_check_reads_as_partial_in_the_history(tmp_path: Path) -> None:
+    """golden check --limit 1 against a golden of 2: its history line says how many the golden holds, and
+    the drift page's lead and row say the check was partial (its EQUAL is not a whole pass)."""
+    from bitexact import drift, history
+
+    found = {"engine": "sglang 0.5.20"}
+    golden_ref = {"path": "g.json", "digest": None, "recorded": None, "build": None}
+    summary = {"comparisons": [], "equal": 1, "tokens_differ": 0}
+    base = dict(card="h200", recipe="r", variant="no-spec", engine="e", golden=golden_ref, found=found)
+    line = history.entry(verdict="EQUAL", summary=summary, prompts=1, golden_prompts=2, **base)
+    whole = history.entry(verdict="EQUAL", summary=summary, prompts=1, golden_prompts=1, **base)
+    assert line["golden_prompts"] == 2 and "golden_prompts" not in whole
+    assert history.shape_problem(line) is None and history.shape_problem(whole) is None
+    assert "golden_prompts" in (history.shape_problem({**line, "golden_prompts": 0}) or "")
+    lead = drift.analyse("h200", [whole, line]).lead()
+    assert lead.startswith("NO DRIFT: 2 of 2 checks equal their golden (1 of them partial")
+    assert "check 2" in lead
+    from bitexact.report.history_page import check_rows
+
+    rows = check_rows(drift.analyse("h200", [line]))
+    assert any("1/1 (partial: of 2)" in cell for cell in rows[0])

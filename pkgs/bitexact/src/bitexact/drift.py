@@ -50,9 +50,16 @@ class Drift:
         builds = len(self.builds)
         if not checked:
             return f"NO CHECKS: {len(self.checks)} recording(s), no check yet, over {builds} build(s)."
+        partial = [c for c in checked if c.line.get("golden_prompts", c.line["prompts"]) > c.line["prompts"]]
         if not moved:
             n = len(checked)
-            return f"NO DRIFT: {n} of {n} checks equal their golden, over {builds} build(s)."
+            some = (
+                f" ({len(partial)} of them partial: fewer prompts than their golden holds, check "
+                f"{', '.join(str(c.number) for c in partial[:5])}{', ...' if len(partial) > 5 else ''})"
+                if partial
+                else ""
+            )
+            return f"NO DRIFT: {n} of {n} checks equal their golden{some}, over {builds} build(s)."
         first = moved[0]
         return (
             f"DRIFT: {len(moved)} of {len(checked)} checks differ from their golden, over {builds} build(s); "

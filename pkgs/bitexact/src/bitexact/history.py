@@ -106,10 +106,16 @@ def entry(
     found: dict[str, str],
     summary: dict[str, Any] | None,
     prompts: int,
+    golden_prompts: int | None = None,
 ) -> dict[str, Any]:
-    """One history line: RECORDED (a golden was written) or EQUAL/DIFFERENT (a check against it)."""
+    """One history line: RECORDED (a golden was written) or EQUAL/DIFFERENT (a check against it).
+    `golden_prompts`: how many prompts the golden holds, when a check compared fewer (a partial check:
+    its EQUAL speaks for those prompts only, and the history page says so)."""
     comps = summary["comparisons"] if summary else []
+    whole = golden_prompts if golden_prompts is not None else prompts
+    partial = {"golden_prompts": whole} if whole != prompts else {}
     return {
+        **partial,
         "kind": KIND,
         "schema": SCHEMA,
         "at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -196,6 +202,9 @@ def _count_problem(item: dict[str, Any]) -> str | None:
         return (
             f"its counts are impossible ({prompts} prompts, {equal} equal, {tokens} differing in token ids)"
         )
+    whole = item.get("golden_prompts", prompts)
+    if not _is(whole, int) or whole < prompts:
+        return f"'golden_prompts' is {json.dumps(whole)}: not a count of at least the {prompts} checked"
     if first is not None and first["position"] < 0:
         return f"'first_divergence' is at position {first['position']}, before the first token"
     differ = verdict == "DIFFERENT"

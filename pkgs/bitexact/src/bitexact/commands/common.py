@@ -75,6 +75,16 @@ def resolve_prompts(
     lengths = parse_lengths(args.long, MAX_TOKENS) if getattr(args, "long", None) else long_lengths
     if args.prompts and lengths:
         raise UsageError("give either --prompts or --long, not both")
+    if not lengths and not getattr(args, "shared_prefix", None):
+        # they shape generated prompts only; without any they would change nothing, silently
+        given = {"--vocab-size": args.vocab_size is not None, "--seed": args.seed != 0}
+        unused = [flag for flag, present in given.items() if present]
+        if unused:
+            raise UsageError(
+                f"{' and '.join(unused)} shape generated long prompts (--long) only, and this run reads "
+                f"{'--prompts' if args.prompts else 'the shipped battery'}: give --long, or leave "
+                f"{'them' if len(unused) > 1 else 'it'} out"
+            )
     if lengths:
         if tokenizer is None:
             tokenizer = _engine_tokenizer(engines)

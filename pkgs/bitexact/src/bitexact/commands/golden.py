@@ -467,7 +467,7 @@ def check(args: argparse.Namespace) -> int:
         history.append(target, history.entry(
             verdict=verdict, card=card, recipe=name, variant=args.variant, engine=args.engine,
             golden=_golden_ref(golden.path, golden.record), found=found, summary=summary,
-            prompts=len(prompts),
+            prompts=len(prompts), golden_prompts=len(golden.prompts),
         ))  # fmt: skip
     emit(
         summary,

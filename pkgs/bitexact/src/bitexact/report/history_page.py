@@ -70,7 +70,8 @@ def check_rows(drift: Drift) -> list[list[str]]:
                 check.build.name,
                 golden,
                 line["verdict"],
-                f"{line['equal']}/{line['prompts']}",
+                f"{line['equal']}/{line['prompts']}"
+                + (f" (partial: of {line['golden_prompts']})" if "golden_prompts" in line else ""),
                 f"{first['prompt']} at {first['position']} ({first['differs_in']})" if first else "-",
                 text(first["margin"]) if first else "-",
                 f"{len(touched)}: {', '.join(touched[:6])}{' ...' if len(touched) > 6 else ''}"
