@@ -128,37 +128,34 @@ def unified_launch(module, case, block_m: int, warps: int):  # noqa: ANN001, ANN
     return launch, o
 
 
-def tile_plan_times(harness, graph_time_us) -> list[dict]:  # noqa: ANN001
-    """Verify rows per layer call under each of TILE_PLANS (module constants swapped, then restored)."""
+TILE_NAMES = ("_TILE_ROWS", "_TILE_WARPS", "_TARGET_PROGRAMS", "_SMALL_TILE_WARPS")
+DRAFT_NAMES = ("_DRAFT_FREE", "_DRAFT_SPLIT_TOKENS", "_DRAFT_BLOCK_N", "_DRAFT_WARPS", "_DRAFT_TILE_MAX")
+
+
+def plan_sweep(harness, names, plans, seed: int, measure) -> list[dict]:  # noqa: ANN001
+    """measure(case, batch, reference) under each plan (patch 0003's module constants `names` set to
+    it, then restored) for every case of PLAN_CASES; reference: the shipped plan's output (plans[0])."""
     import torch
     from sglang.srt.layers.attention import exact_verify_attention as rows_module
 
-    names = ("_TILE_ROWS", "_TILE_WARPS", "_TARGET_PROGRAMS", "_SMALL_TILE_WARPS")
     shipped_plan = tuple(getattr(rows_module, n) for n in names)
-    if shipped_plan != TILE_PLANS[0]:
-        raise SystemExit(f"patch 0003 ships tile plan {shipped_plan}, the bench assumes {TILE_PLANS[0]}")
+    if shipped_plan != plans[0]:
+        raise SystemExit(
+            f"patch 0003 ships {dict(zip(names, shipped_plan, strict=True))}, the bench assumes {plans[0]}"
+        )
     out = []
     for bs, prefix in PLAN_CASES:
-        case = harness.make_case([prefix] * bs, WIDTH, seed=prefix + 3)
+        case = harness.make_case([prefix] * bs, WIDTH, seed=prefix + seed)
         batch = case.verify_batch()
-        shipped = case.run_verify(case.backend)
         row: dict = {"bs": bs, "prefix": prefix, "plans": {}}
+        reference = None
         try:
-            for plan in TILE_PLANS:
+            for plan in plans:
                 for name, value in zip(names, plan, strict=True):
                     setattr(rows_module, name, value)
-                got = case.run_verify(case.backend)
-                equal = torch.equal(got.view(torch.int16), shipped.view(torch.int16))
-                entry = {"bits": "equal" if equal else "differ", "us": None}
-                if equal:
-                    case.backend.init_forward_metadata(batch)
-                    torch.cuda.synchronize()
-                    entry["us"] = graph_time_us(
-                        functools.partial(
-                            case.backend.forward_extend, case.q, case.k_draft, case.v_draft, case.layer, batch
-                        )
-                    )
-                row["plans"]["-".join(map(str, plan))] = entry
+                found, output = measure(case, batch, reference)
+                reference = output if reference is None else reference
+                row["plans"]["-".join(map(str, plan))] = found
         finally:
             for name, value in zip(names, shipped_plan, strict=True):
                 setattr(rows_module, name, value)
@@ -166,46 +163,48 @@ def tile_plan_times(harness, graph_time_us) -> list[dict]:  # noqa: ANN001
         del case
         torch.cuda.empty_cache()
     return out
+
+
+def tile_plan_times(harness, graph_time_us) -> list[dict]:  # noqa: ANN001
+    """Verify rows per layer call under each of TILE_PLANS: timed only when bit-equal to the shipped plan."""
+    import torch
+
+    def measure(case, batch, shipped):  # noqa: ANN001, ANN202
+        got = case.run_verify(case.backend)
+        equal = shipped is None or torch.equal(got.view(torch.int16), shipped.view(torch.int16))
+        entry = {"bits": "equal" if equal else "differ", "us": None}
+        if equal:
+            case.backend.init_forward_metadata(batch)
+            torch.cuda.synchronize()
+            forward = case.backend.forward_extend
+            entry["us"] = graph_time_us(
+                functools.partial(forward, case.q, case.k_draft, case.v_draft, case.layer, batch)
+            )
+        return entry, got
+
+    return plan_sweep(harness, TILE_NAMES, TILE_PLANS, 3, measure)
 
 
 def draft_plan_times(harness, graph_time_us) -> list[dict]:  # noqa: ANN001
-    """The drafter's block per layer call under each of DRAFT_PLANS (module constants swapped, then
-    restored): time, relative error against the shipped plan, and whether two runs give the same bits."""
+    """The drafter's block per layer call under each of DRAFT_PLANS: time, relative error against the
+    shipped plan, and whether two runs give the same bits."""
     import torch
-    from sglang.srt.layers.attention import exact_verify_attention as rows_module
 
-    names = ("_DRAFT_FREE", "_DRAFT_SPLIT_TOKENS", "_DRAFT_BLOCK_N", "_DRAFT_WARPS", "_DRAFT_TILE_MAX")
-    shipped_plan = tuple(getattr(rows_module, n) for n in names)
-    if shipped_plan != DRAFT_PLANS[0]:
-        raise SystemExit(f"patch 0003 ships draft plan {shipped_plan}, the bench assumes {DRAFT_PLANS[0]}")
-    out = []
-    for bs, prefix in PLAN_CASES:
-        case = harness.make_case([prefix] * bs, WIDTH, seed=prefix + 5)
-        batch = case.verify_batch()
-        shipped = case.run_draft(case.backend)
-        row: dict = {"bs": bs, "prefix": prefix, "plans": {}}
-        try:
-            for plan in DRAFT_PLANS:
-                for name, value in zip(names, plan, strict=True):
-                    setattr(rows_module, name, value)
-                got = case.run_draft(case.backend)
-                again = case.run_draft(case.backend)
-                error = float((got.float() - shipped.float()).norm() / shipped.float().norm())
-                case.backend.init_forward_metadata(batch)
-                torch.cuda.synchronize()
-                forward = case.backend.forward_extend
-                us = graph_time_us(
-                    functools.partial(forward, case.q, case.k_draft, case.v_draft, case.draft_layer, batch)
-                )
-                repeat = torch.equal(got.view(torch.int16), again.view(torch.int16))
-                row["plans"]["-".join(map(str, plan))] = {"us": us, "rel_error": error, "repeatable": repeat}
-        finally:
-            for name, value in zip(names, shipped_plan, strict=True):
-                setattr(rows_module, name, value)
-        out.append(row)
-        del case
-        torch.cuda.empty_cache()
-    return out
+    def measure(case, batch, shipped):  # noqa: ANN001, ANN202
+        got = case.run_draft(case.backend)
+        again = case.run_draft(case.backend)
+        reference = got if shipped is None else shipped
+        error = float((got.float() - reference.float()).norm() / reference.float().norm())
+        case.backend.init_forward_metadata(batch)
+        torch.cuda.synchronize()
+        forward = case.backend.forward_extend
+        us = graph_time_us(
+            functools.partial(forward, case.q, case.k_draft, case.v_draft, case.draft_layer, batch)
+        )
+        repeat = torch.equal(got.view(torch.int16), again.view(torch.int16))
+        return {"us": us, "rel_error": error, "repeatable": repeat}, got
+
+    return plan_sweep(harness, DRAFT_NAMES, DRAFT_PLANS, 5, measure)
 
 
 def prefill_times(harness, patched, stock_unified, graph_time_us) -> dict:  # noqa: ANN001
