@@ -104,7 +104,7 @@ def main() -> int:
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("unset TRITON_INTERPRET: this compiles for a card", file=sys.stderr)
         return 2
-    problem = sglang_tree.install_from_env()
+    problem = sglang_tree.install_from_env(cpu_only=True)
     if problem:
         print(problem, file=sys.stderr)
         return 2

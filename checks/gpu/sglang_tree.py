@@ -26,9 +26,8 @@ MARKER = Path("sglang") / "srt" / "bitexact_patches.py"
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "pkgs" / "server" / "src"))
 from exactlaunch import manifest  # noqa: E402
 
-# Third-party packages that SGLang's module-level imports reach on the way to the attention backend,
-# batch_invariant_ops and the GDN chunk kernels. Each is placeheld only if it is not installed; installed
-# ones are real.
+# Third-party packages that SGLang's module-level imports reach on the way to the attention backend
+# and batch_invariant_ops. Each is placeheld only if it is not installed; installed ones are real.
 PLACEHELD = frozenset(
     {
         "aiohttp",
@@ -50,21 +49,25 @@ PLACEHELD = frozenset(
         "orjson",
         "outlines",
         "partial_json_parser",
-        "PIL",
-        "psutil",
         "pybase64",
         "pynvml",
         "setproctitle",
         "sgl_kernel",
         "starlette",
         "tiktoken",
-        "torchvision",
         "uvicorn",
         "uvloop",
         "xgrammar",
         "zmq",
     }
 )
+
+
+# For the scripts that run or compile kernels on a CPU only (the interpreter's, bench/kernels/
+# ptx_resources.py): SGLang's image and process utilities (sglang/srt/utils/common.py),
+# on the way to the GDN chunk kernels. Not placeheld on a card: transformers takes a module it can find
+# for an installed package and reads its version (a placeheld torchvision ends in "Invalid version").
+CPU_PLACEHELD = frozenset({"PIL", "psutil", "torchvision"})
 
 
 class MissingDependency(RuntimeError):
@@ -173,12 +176,13 @@ def tree_problem(tree: Path | None) -> str | None:
     return None
 
 
-def install_from_env() -> str | None:
-    """For scripts: install the tree $BITEXACT_SGLANG_TREE names, or say why it cannot be used."""
+def install_from_env(cpu_only: bool = False) -> str | None:
+    """For scripts: install the tree $BITEXACT_SGLANG_TREE names, or say why it cannot be used.
+    `cpu_only`: a script that never runs a kernel on a card also placeholds CPU_PLACEHELD."""
     tree = tree_from_env()
     problem = tree_problem(tree)
     if problem is None and tree is not None:
-        _mount(tree)
+        _mount(tree, CPU_PLACEHELD if cpu_only else frozenset())
     return problem
 
 
@@ -186,7 +190,7 @@ def install_for_interpreter() -> str | None:
     """For the CPU interpreter scripts: TRITON_INTERPRET=1 is set and the tree is installed, or why not."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         return "set TRITON_INTERPRET=1 (this runs the kernels on the CPU)"
-    return install_from_env()
+    return install_from_env(cpu_only=True)
 
 
 def install(tree: Path) -> None:
@@ -197,7 +201,7 @@ def install(tree: Path) -> None:
     _mount(tree)
 
 
-def _mount(tree: Path) -> None:
+def _mount(tree: Path, extra: frozenset[str] = frozenset()) -> None:
     global _FINDER
     package_dir = (tree / "sglang").resolve()
     existing = sys.modules.get("sglang")
@@ -213,7 +217,7 @@ def _mount(tree: Path) -> None:
     package.__spec__.submodule_search_locations = package.__path__
     sys.modules["sglang"] = package
     if _FINDER is None:
-        missing = frozenset(name for name in PLACEHELD if importlib.util.find_spec(name) is None)
+        missing = frozenset(name for name in PLACEHELD | extra if importlib.util.find_spec(name) is None)
         _FINDER = _PlaceholderFinder(missing)
         sys.meta_path.append(_FINDER)
 
