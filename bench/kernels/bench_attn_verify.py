@@ -40,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1] / "checks" / "gpu")]  # + checks/gpu (sglang_tree)
 
 import sglang_tree  # noqa: E402
+from attn_plans import DRAFT_NAMES, DRAFT_PLANS, TILE_NAMES, TILE_PLANS  # noqa: E402
 
 WIDTH = 8
 ROW_CASES = [(1, 640), (1, 2200), (1, 32768), (1, 131072), (4, 2200), (8, 2200), (8, 32768)]
@@ -53,22 +54,7 @@ PREFILLS = {
 }
 # (BLOCK_M, num_warps) beyond the shipped (64, 8) on sm_90 for head dim 256
 UNIFIED_CONFIGS = [(64, 8), (128, 16), (128, 8), (64, 4)]
-# verify tile plans (_TILE_ROWS, _TILE_WARPS, _TARGET_PROGRAMS, _SMALL_TILE_WARPS of patch 0003); the
-# first is shipped. 16 rows: two draft rows of six heads in decode's own 16-row tile, with 4 warps (the
-# lead; ptxas spills 120 bytes a thread there) or 8 (no spill: bench/kernels/ptx_resources.py), more
-# programs.
-TILE_PLANS = [
-    (32, 8, 4096, 4), (16, 8, 4096, 4), (16, 8, 4096, 8), (16, 8, 16384, 8), (32, 8, 16384, 4),
-    (32, 4, 4096, 4),
-]  # fmt: skip
 PLAN_CASES = [(1, 2200), (8, 2200), (1, 32768), (1, 131072)]
-# the drafter's free plan (_DRAFT_FREE, _DRAFT_SPLIT_TOKENS, _DRAFT_BLOCK_N, _DRAFT_WARPS,
-# _DRAFT_TILE_MAX of patch 0003); the first is shipped (off: the verify rows' plan). 64-row tiles spill.
-DRAFT_PLANS = [
-    (False, 1024, 32, 8, 32), (True, 1024, 32, 8, 32), (True, 2048, 32, 8, 32), (True, 512, 32, 8, 32),
-    (True, 4096, 32, 8, 32), (True, 1024, 64, 8, 32), (True, 1024, 32, 8, 64), (True, 1024, 64, 8, 64),
-    (True, 1024, 64, 16, 64),
-]  # fmt: skip
 
 
 def row_times(case, deterministic_off, graph_time_us) -> dict[str, float]:  # noqa: ANN001
@@ -126,10 +112,6 @@ def unified_launch(module, case, block_m: int, warps: int):  # noqa: ANN001, ANN
         )  # fmt: skip
 
     return launch, o
-
-
-TILE_NAMES = ("_TILE_ROWS", "_TILE_WARPS", "_TARGET_PROGRAMS", "_SMALL_TILE_WARPS")
-DRAFT_NAMES = ("_DRAFT_FREE", "_DRAFT_SPLIT_TOKENS", "_DRAFT_BLOCK_N", "_DRAFT_WARPS", "_DRAFT_TILE_MAX")
 
 
 def plan_sweep(harness, names, plans, seed: int, measure) -> list[dict]:  # noqa: ANN001

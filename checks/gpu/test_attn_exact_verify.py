@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 
+import attn_plans
 import pytest
 
 WIDTH = 8  # --speculative-num-draft-tokens 8
@@ -99,17 +100,16 @@ def test_verify_mixed_batch_equal_decode(harness, prefixes: list[int], geometry)
     _verify_equals_decode(harness, prefixes, geometry, seed=len(prefixes))
 
 
-# Tile plans other than the shipped (32, 8, 4096, 4) that the kernel bench times (_TILE_ROWS, _TILE_WARPS,
-# _TARGET_PROGRAMS, _SMALL_TILE_WARPS): a plan may ship only once its rows equal decode's here.
-TILE_PLANS = [(16, 8, 4096, 4), (16, 8, 4096, 8), (16, 8, 16384, 8), (32, 8, 16384, 4), (32, 4, 4096, 4)]
+# Tile plans other than the shipped one that the kernel bench times (attn_plans.py): a plan may ship
+# only once its rows equal decode's here.
+TILE_PLANS = attn_plans.TILE_PLANS[1:]
 
 
 @pytest.fixture
 def tile_plan(request, sglang_root, monkeypatch):
     from sglang.srt.layers.attention import exact_verify_attention as rows_module
 
-    names = ("_TILE_ROWS", "_TILE_WARPS", "_TARGET_PROGRAMS", "_SMALL_TILE_WARPS")
-    for name, value in zip(names, request.param, strict=True):
+    for name, value in zip(attn_plans.TILE_NAMES, request.param, strict=True):
         assert hasattr(rows_module, name), f"patch 0003 has no {name}: the tile plans need updating"
         monkeypatch.setattr(rows_module, name, value)
     return request.param

@@ -12,19 +12,28 @@ Prints one line per case and `N cases, F failures`; exits 1 on a failure or a tr
 
 from __future__ import annotations
 
+import importlib
 import sys
+import tempfile
 from pathlib import Path
-
-import triton
-import triton.language as tl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "checks" / "gpu"))
 import gdn_snapshot_harness as harness  # noqa: E402
 import sglang_tree  # noqa: E402
 
+# What the interpreter needs of Triton before fla is imported, written into a module file of its own
+# (Triton's JIT reads a kernel's source from its file):
+# - it cannot time an autotuner's configs (no driver): each kernel keeps its first config, so every run
+#   of a case, cold, warm and batched, uses the same one;
+# - fla's op.py binds `exp = tl.exp` (and exp2, log, log2) at import, and the interpreter patches only
+#   calls through `tl`: ALIASES maps them to functions of the same name that call through `tl`.
+SCAFFOLD_SOURCE = """import triton
+import triton.language as tl
 
-# fla's op.py binds `exp = tl.exp` (and exp2, log, log2) at import; the interpreter patches only calls
-# through `tl`, so these aliases are swapped for functions of the same name that call through `tl`.
+_autotune = triton.autotune
+triton.autotune = lambda configs, key, **kw: _autotune(configs=configs[:1], key=key, **kw)
+
+
 @triton.jit
 def exp(x):
     return tl.exp(x)
@@ -46,6 +55,17 @@ def log2(x):
 
 
 ALIASES = {tl.exp: exp, tl.math.exp2: exp2, tl.log: log, tl.log2: log2}
+"""
+
+
+def interpreter_scaffold() -> dict:
+    """Install SCAFFOLD_SOURCE's autotuner; its ALIASES."""
+    folder = Path(tempfile.mkdtemp(prefix="bitexact-fla-scaffold-"))
+    (folder / "bx_fla_scaffold.py").write_text(SCAFFOLD_SOURCE)
+    sys.path.insert(0, str(folder))
+    return importlib.import_module("bx_fla_scaffold").ALIASES
+
+
 # (prompt length, key heads, value heads, head dim): L - A small and large, several chunks, GQA heads
 CASES = [(67, 1, 2, 64), (137, 1, 2, 64), (200, 2, 4, 64), (129, 1, 1, 128)]
 
@@ -57,17 +77,13 @@ def main() -> int:
         return 2
     import contextlib
 
-    # The interpreter cannot time an autotuner's configs (no driver): each kernel keeps its first config,
-    # so every run of a case, cold, warm and batched, uses the same one.
-    autotune = triton.autotune
-    triton.autotune = lambda configs, key, **kw: autotune(configs=configs[:1], key=key, **kw)
+    aliases = interpreter_scaffold()
     from sglang.kernels.ops.attention.fla import chunk, utils
     from sglang.srt.layers.attention.linear.kernels.gdn_triton import TritonGDNKernel
 
     # fla's input_guard enters a device context of the tensors' device module; torch.cpu has none. On a
     # CPU there is nothing to select, so the guard gets a null context (no arithmetic changes).
     utils.custom_device_ctx = lambda index: contextlib.nullcontext()
-    aliases = ALIASES
     for name, module in list(sys.modules.items()):
         if name.startswith("sglang.kernels.ops.attention.fla"):
             for attr, value in list(vars(module).items()):

@@ -1,6 +1,7 @@
-"""The attention bench's plan sweeps (bench/kernels/bench_attn_verify.py) start from what patch 0003
-ships: their first plan is the patch's module constants, read here from the patch itself, so that a
-change to either shows before a device call is spent on a bench that stops at its first check."""
+"""The launch plans the attention bench times and the GPU checks prove (checks/gpu/attn_plans.py) start
+from what patch 0003 ships: their first plan is the patch's module constants, read here from the patch
+itself, so that a change to either shows before a device call is spent on a bench that stops at its
+first check."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "bench" / "kernels"), str(REPO / "checks" / "gpu")]
-import bench_attn_verify as bench  # noqa: E402
+import attn_plans as plans  # noqa: E402
 import smallm_table  # noqa: E402
 
 ROWS_FILE = "python/sglang/srt/layers/attention/exact_verify_attention.py"
@@ -31,17 +32,11 @@ def _patch_constants() -> dict[str, object]:
 
 def test_each_sweep_starts_from_the_shipped_plan() -> None:
     constants = _patch_constants()
-    for names, plans in ((bench.TILE_NAMES, bench.TILE_PLANS), (bench.DRAFT_NAMES, bench.DRAFT_PLANS)):
-        assert tuple(constants[n] for n in names) == plans[0], names
-        assert len(set(plans)) == len(plans) and all(len(p) == len(names) for p in plans)
+    for names, listed in ((plans.TILE_NAMES, plans.TILE_PLANS), (plans.DRAFT_NAMES, plans.DRAFT_PLANS)):
+        assert tuple(constants[n] for n in names) == listed[0], names
+        assert len(set(listed)) == len(listed) and all(len(p) == len(names) for p in listed)
 
 
 def test_the_free_draft_plan_is_off_as_shipped() -> None:
     """Switched on only once a card has measured it faster (docs/kernels.md)."""
     assert _patch_constants()["_DRAFT_FREE"] is False
-
-
-def test_the_gpu_check_proves_every_plan_the_bench_times() -> None:
-    import test_attn_exact_verify as gpu_check
-
-    assert gpu_check.TILE_PLANS == bench.TILE_PLANS[1:]

@@ -1,0 +1,23 @@
+"""Launch plans of patch 0003's rows kernels that the kernel bench times (bench/kernels/
+bench_attn_verify.py) and the GPU checks prove (test_attn_exact_verify.py): each a tuple of the
+patch's module constants, named below, the first of each list what the patch ships
+(checks/offline/test_bench_attn_plans.py holds that against the patch). Test and bench code only."""
+
+TILE_NAMES = ("_TILE_ROWS", "_TILE_WARPS", "_TARGET_PROGRAMS", "_SMALL_TILE_WARPS")
+DRAFT_NAMES = ("_DRAFT_FREE", "_DRAFT_SPLIT_TOKENS", "_DRAFT_BLOCK_N", "_DRAFT_WARPS", "_DRAFT_TILE_MAX")
+
+# verify tile plans (_TILE_ROWS, _TILE_WARPS, _TARGET_PROGRAMS, _SMALL_TILE_WARPS of patch 0003); the
+# first is shipped. 16 rows: two draft rows of six heads in decode's own 16-row tile, with 4 warps (the
+# lead; ptxas spills 120 bytes a thread there) or 8 (no spill: bench/kernels/ptx_resources.py), more
+# programs.
+TILE_PLANS = [
+    (32, 8, 4096, 4), (16, 8, 4096, 4), (16, 8, 4096, 8), (16, 8, 16384, 8), (32, 8, 16384, 4),
+    (32, 4, 4096, 4),
+]  # fmt: skip
+# the drafter's free plan (_DRAFT_FREE, _DRAFT_SPLIT_TOKENS, _DRAFT_BLOCK_N, _DRAFT_WARPS,
+# _DRAFT_TILE_MAX of patch 0003); the first is shipped (off: the verify rows' plan). 64-row tiles spill.
+DRAFT_PLANS = [
+    (False, 1024, 32, 8, 32), (True, 1024, 32, 8, 32), (True, 2048, 32, 8, 32), (True, 512, 32, 8, 32),
+    (True, 4096, 32, 8, 32), (True, 1024, 64, 8, 32), (True, 1024, 32, 8, 64), (True, 1024, 64, 8, 64),
+    (True, 1024, 64, 16, 64),
+]  # fmt: skip
