@@ -251,6 +251,7 @@ def test_a_read_only_file_system_is_named_as_such(tmp_path: Path) -> None:
     assert f"{mnt}/logs cannot be made: {mnt} is on a read-only file system" in done.stderr, done.stderr
 
 
+@pytest.mark.nix  # evaluates nix/lib/recipe.nix with the real Nix, which a build sandbox lacks
 @pytest.mark.skipif(shutil.which("nix-instantiate") is None, reason="nix-instantiate not on PATH")
 @pytest.mark.parametrize(
     ("edit", "message"),
