@@ -2104,6 +2104,17 @@ CASES: list[Case] = [
         server="textid",
     ),
     Case(
+        "bx-fuzz-openai-top-number",
+        "bitexact",
+        "an OpenAI-compatible answer whose logprobs.top_logprobs is a number (found by the fuzzer: an "
+        "internal error, TypeError)",
+        ("repeat", "openai+{url}/v1?model=Qwen/Qwen3.8-27B", "-n", "2", *common),
+        2,
+        r"logprobs.top_logprobs is '-1.5', not a list",
+        prompts,
+        server="topnumber",
+    ),
+    Case(
         "bx-record-force-other-card",
         "bitexact",
         "golden record --force with --golden naming another card's golden",

@@ -436,3 +436,24 @@ def test_an_openai_id_spelled_as_no_token_id_is_refused(tmp_path, capsys):
     for text in ("token_id:٣", "token_id:1_0", "token_id:+3", "token_id:"):
         with pytest.raises(EngineError):
             id_in_text(text, "w")
+
+
+@pytest.mark.parametrize(
+    "logprobs",
+    [
+        {"tokens": ["token_id:5"], "token_logprobs": [-0.5], "top_logprobs": -1.5},
+        {"tokens": ["token_id:5"], "token_logprobs": [-0.5], "top_logprobs": {"0": {"token_id:5": -0.5}}},
+        {"tokens": "token_id:5", "token_logprobs": [-0.5]},
+        {"content": [{"token": "token_id:5", "logprob": -0.5, "top_logprobs": 3.0}]},
+    ],
+)
+def test_openai_logprob_lists_that_are_none_are_refused(logprobs):
+    """Found by the fuzzer: `top_logprobs` a number ended in an internal error (TypeError: len() of a
+    float), in either dialect, and an object in a KeyError; `tokens` a string stays refused."""
+    from bitexact.engines.openai_logprobs import parse_logprobs
+    from bitexact.errors import EngineError
+    from bitexact.prompts import Prompt
+
+    answer = {"choices": [{"index": 0, "logprobs": logprobs, "token_ids": [5], "finish_reason": "length"}]}
+    with pytest.raises(EngineError, match="not a list|differ in length"):
+        parse_logprobs(Prompt("p", [1]), answer, "w")

@@ -79,6 +79,16 @@ def _raw(value: Any) -> bytes | None:
     return None
 
 
+def listed(value: Any, what: str, where: str) -> list[Any]:
+    """A list the answer holds, or none (null or absent: []); anything else (a number, a string, an
+    object) is refused, naming it: the positions would be read from what is not a list of them."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise EngineError(f"{where}: {what} is {str(value)[:60]!r}, not a list")
+    return value
+
+
 def _named_entry(entry: Any, where: str) -> tuple[Named, float]:
     """One chat-style entry or alternative: `{token, logprob, bytes[, id]}`."""
     if not isinstance(entry, dict):
@@ -103,7 +113,7 @@ def chat_style_positions(logprobs: dict[str, Any], where: str) -> list[Position]
     positions = []
     for entry in content:
         token, value = _named_entry(entry, where)
-        alternatives = entry.get("top_logprobs") or []
+        alternatives = listed(entry.get("top_logprobs"), "a logprobs.content entry's top_logprobs", where)
         top = [_named_entry(alt, where) for alt in alternatives]
         positions.append(Position(token, value, top))
     return positions
@@ -111,8 +121,8 @@ def chat_style_positions(logprobs: dict[str, Any], where: str) -> list[Position]
 
 def legacy_positions(logprobs: dict[str, Any], where: str) -> list[Position]:
     values = logprobs["token_logprobs"]
-    texts = logprobs.get("tokens") or []
-    rows = logprobs.get("top_logprobs") or []
+    texts = listed(logprobs.get("tokens"), "logprobs.tokens", where)
+    rows = listed(logprobs.get("top_logprobs"), "logprobs.top_logprobs", where)
     if not isinstance(values, list) or not isinstance(texts, list) or len(texts) != len(values):
         raise EngineError(f"{where}: logprobs.tokens and logprobs.token_logprobs differ in length")
     positions = []

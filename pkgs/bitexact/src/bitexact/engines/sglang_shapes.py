@@ -90,9 +90,10 @@ def parse_generate_output(prompt: Prompt, out: Any, settings: Settings, where: s
         raise EngineError(f"{where}: output_top_logprobs is {str(rows)[:60]!r}, not a list")
     top = [_top_row(row, i, where) for i, row in enumerate(rows)]
     finish = meta.get("finish_reason")
-    generated_count(meta.get("completion_tokens"), len(token_ids), "meta_info.completion_tokens", where)
+    counted = f"{where} ({prompt.id!r})"
+    generated_count(meta.get("completion_tokens"), len(token_ids), "meta_info.completion_tokens", counted)
     if isinstance(finish, dict) and finish.get("type") == "length":  # FINISH_LENGTH: the cap it reached
-        generated_count(finish.get("length"), len(token_ids), "meta_info.finish_reason.length", where)
+        generated_count(finish.get("length"), len(token_ids), "meta_info.finish_reason.length", counted)
     return Generation(
         prompt_id=prompt.id,
         token_ids=token_ids,
