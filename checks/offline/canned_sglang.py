@@ -17,7 +17,7 @@ choices where one was asked); `miscount` (`meta_info.completion_tokens` one more
 `finish-length` (a FINISH_LENGTH whose `length` is one more than the tokens sent), `textid` (an
 OpenAI-compatible answer naming an alternative `token_id:-3`, vLLM's spelling of an id no engine has),
 `topnumber` (an OpenAI-compatible answer whose `logprobs.top_logprobs` is a number, not a list):
-answers whose counts or ids contradict what they hold, what the fuzzer found;
+answers whose counts, ids or lists are not what they hold, found with the fuzzer's draws;
 `spec` (the same values, with the speculation counters SGLang adds to meta_info after verify steps);
 `drift` (`spec`, with the logprob at position 3 one float32 step away: a server whose bits moved).
 With the radix cache on (`spec`'s counters too, as the recipe's `radix` variant speculates): `radix`

@@ -2071,8 +2071,8 @@ CASES: list[Case] = [
     Case(
         "bx-fuzz-completion-tokens",
         "bitexact",
-        "an answer whose completion_tokens says one token more than it holds (found by the fuzzer: "
-        "REPEATABLE over answers missing a position by their own count)",
+        "an answer whose completion_tokens says one token more than it holds (found while "
+        "extending the fuzzer: REPEATABLE over answers missing a position by their own count)",
         ("repeat", "sglang+{url}", "-n", "2", "-b", "1", *common),
         2,
         r"meta_info.completion_tokens: the server generated 5 tokens but gave logprobs for 4; positions "
@@ -2083,8 +2083,8 @@ CASES: list[Case] = [
     Case(
         "bx-fuzz-finish-length",
         "bitexact",
-        "an answer whose finish reason says it reached a length of 5 beside 4 tokens (found by the "
-        "fuzzer: REPEATABLE)",
+        "an answer whose finish reason says it reached a length of 5 beside 4 tokens (found while "
+        "extending the fuzzer: REPEATABLE)",
         ("repeat", "sglang+{url}", "-n", "2", "-b", "1", *common),
         2,
         r"meta_info.finish_reason.length: the server generated 5 tokens but gave logprobs for 4",
@@ -2094,7 +2094,7 @@ CASES: list[Case] = [
     Case(
         "bx-fuzz-token-id-text",
         "bitexact",
-        "an OpenAI-compatible answer naming an alternative token_id:-3 (found by the fuzzer: compared by "
+        "an OpenAI-compatible answer naming an alternative token_id:-3 (found while extending the fuzzer: compared by "
         "its value as a token named by text; token_id: with an Arabic-Indic 3 was read as the id 3)",
         ("repeat", "openai+{url}/v1?model=Qwen/Qwen3.8-27B", "-n", "2", *common),
         2,

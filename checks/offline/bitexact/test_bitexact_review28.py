@@ -392,9 +392,9 @@ def test_a_partial_golden_check_reads_as_partial_in_the_history(tmp_path: Path) 
     assert any("1/1 (partial: of 2)" in cell for cell in rows[0])
 
 
-# Found by the fuzzer (test_bitexact_fuzz.py) once it drew these: an answer's count of the tokens it
-# generated, or vLLM's spelling of an id, contradicting what the answer holds (engines/values.py
-# generated_count and openai_logprobs.id_in_text hold the classes for every dialect).
+# Found while extending the fuzzer (test_bitexact_fuzz.py), by its new draws run by hand: an answer's
+# count of the tokens it generated, or vLLM's spelling of an id, contradicting what the answer holds
+# (engines/values.py generated_count and openai_logprobs.id_in_text hold the classes for every dialect).
 
 
 @pytest.mark.parametrize(
@@ -448,8 +448,8 @@ def test_an_openai_id_spelled_as_no_token_id_is_refused(tmp_path, capsys):
     ],
 )
 def test_openai_logprob_lists_that_are_none_are_refused(logprobs):
-    """Found by the fuzzer: `top_logprobs` a number ended in an internal error (TypeError: len() of a
-    float), in either dialect, and an object in a KeyError; `tokens` a string stays refused."""
+    """Found by the fuzzer's long run: `top_logprobs` a number ended in an internal error (TypeError:
+    len() of a float), in either dialect, and an object in a KeyError; `tokens` a string stays refused."""
     from bitexact.engines.openai_logprobs import parse_logprobs
     from bitexact.errors import EngineError
     from bitexact.prompts import Prompt
