@@ -2094,8 +2094,8 @@ CASES: list[Case] = [
     Case(
         "bx-fuzz-token-id-text",
         "bitexact",
-        "an OpenAI-compatible answer naming an alternative token_id:-3 (found while extending the fuzzer: compared by "
-        "its value as a token named by text; token_id: with an Arabic-Indic 3 was read as the id 3)",
+        "an OpenAI-compatible answer naming an alternative token_id:-3 (found while extending the fuzzer: "
+        "compared by its value as a token named by text; token_id: with an Arabic-Indic 3 read as the id 3)",
         ("repeat", "openai+{url}/v1?model=Qwen/Qwen3.8-27B", "-n", "2", *common),
         2,
         r"the token 'token_id:-3' is written as vLLM writes token ids \(token_id:N\) but N is not a token "
