@@ -371,7 +371,7 @@ def golden_prompts(prompts: Any) -> st.SearchStrategy[Any]:
         st.sampled_from(
             [n, n + 1, n + 1000, n - 1, 0, -1, 2**63, True, False, None, float(n + 1), str(n + 1)]
         ),
-        st.integers(-5, n + 5),
+        st.integers(n - 5, n + 5),
         json_value,
     )
 
