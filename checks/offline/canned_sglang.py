@@ -13,7 +13,11 @@ in full (bitexact/answers.py); `shapeless` (the first `output_token_logprobs` en
 twice in the answer, the first copy other ids: JSON whose meaning depends on which copy a reader keeps);
 `stopped` (half the tokens asked, with SGLang's stop reason: an engine that stopped at a stop token,
 as none should under bitexact's `ignore_eos`); `twochoices` (an OpenAI-compatible answer holding two
-choices where one was asked);
+choices where one was asked); `miscount` (`meta_info.completion_tokens` one more than the tokens sent),
+`finish-length` (a FINISH_LENGTH whose `length` is one more than the tokens sent), `textid` (an
+OpenAI-compatible answer naming an alternative `token_id:-3`, vLLM's spelling of an id no engine has),
+`topnumber` (an OpenAI-compatible answer whose `logprobs.top_logprobs` is a number, not a list):
+answers whose counts, ids or lists are not what they hold, found with the fuzzer's draws;
 `spec` (the same values, with the speculation counters SGLang adds to meta_info after verify steps);
 `drift` (`spec`, with the logprob at position 3 one float32 step away: a server whose bits moved).
 With the radix cache on (`spec`'s counters too, as the recipe's `radix` variant speculates): `radix`
@@ -38,7 +42,8 @@ from bx_fake_servers import FakeServer  # noqa: E402
 
 BEHAVIOURS = (
     "normal", "nan", "inf", "short", "spec", "drift", "empty", "notop", "sometop", "positive", "shapeless",
-    "badid", "dupkey", "twochoices", "stopped",
+    "badid", "dupkey", "twochoices", "stopped", "miscount", "finish-length",
+    "textid", "topnumber",
     "radix", "radix-drift", "radix-never-hits", "radix-no-flush", "radix-hybrid", "radix-empty",
     "radix-bad-count",
 )  # fmt: skip
@@ -129,6 +134,10 @@ class CannedSGLang(FakeServer):
             answer["meta_info"]["finish_reason"] = {"type": "stop", "matched": answer["output_ids"][-1]}
         if behaviour == "dupkey":
             answer = {_Twin("output_ids"): [t + 1 for t in answer["output_ids"]], **answer}
+        if behaviour == "miscount":
+            answer["meta_info"]["completion_tokens"] += 1
+        if behaviour == "finish-length":
+            answer["meta_info"]["finish_reason"]["length"] += 1
         if behaviour == "radix-bad-count":
             answer["meta_info"]["cached_tokens"] = -1
         return answer
@@ -137,6 +146,11 @@ class CannedSGLang(FakeServer):
         answer = super().completion(body)
         if self.backend.behaviour == "twochoices":  # type: ignore[attr-defined]
             answer["choices"] = [answer["choices"][0], {**answer["choices"][0], "index": 1}]
+        if self.backend.behaviour == "topnumber":  # type: ignore[attr-defined]
+            answer["choices"][0]["logprobs"]["top_logprobs"] = -1.5
+        if self.backend.behaviour == "textid":  # type: ignore[attr-defined]
+            rows = answer["choices"][0]["logprobs"]["top_logprobs"]
+            rows[0] = {**rows[0], "token_id:-3": -9.0}
         return answer
 
     @property

@@ -2069,6 +2069,52 @@ CASES: list[Case] = [
         server="stopped",
     ),
     Case(
+        "bx-fuzz-completion-tokens",
+        "bitexact",
+        "an answer whose completion_tokens says one token more than it holds (found while "
+        "extending the fuzzer: REPEATABLE over answers missing a position by their own count)",
+        ("repeat", "sglang+{url}", "-n", "2", "-b", "1", *common),
+        2,
+        r"meta_info.completion_tokens: the server generated 5 tokens but gave logprobs for 4; positions "
+        r"cannot be matched to tokens, so the answer is refused",
+        prompts,
+        server="miscount",
+    ),
+    Case(
+        "bx-fuzz-finish-length",
+        "bitexact",
+        "an answer whose finish reason says it reached a length of 5 beside 4 tokens (found while "
+        "extending the fuzzer: REPEATABLE)",
+        ("repeat", "sglang+{url}", "-n", "2", "-b", "1", *common),
+        2,
+        r"meta_info.finish_reason.length: the server generated 5 tokens but gave logprobs for 4",
+        prompts,
+        server="finish-length",
+    ),
+    Case(
+        "bx-fuzz-token-id-text",
+        "bitexact",
+        "an OpenAI-compatible answer naming an alternative token_id:-3 (found while extending the fuzzer: "
+        "compared by its value as a token named by text; token_id: with an Arabic-Indic 3 read as the id 3)",
+        ("repeat", "openai+{url}/v1?model=Qwen/Qwen3.8-27B", "-n", "2", *common),
+        2,
+        r"the token 'token_id:-3' is written as vLLM writes token ids \(token_id:N\) but N is not a token "
+        r"id \(a whole number in ASCII digits\)",
+        prompts,
+        server="textid",
+    ),
+    Case(
+        "bx-fuzz-openai-top-number",
+        "bitexact",
+        "an OpenAI-compatible answer whose logprobs.top_logprobs is a number (found by the fuzzer: an "
+        "internal error, TypeError)",
+        ("repeat", "openai+{url}/v1?model=Qwen/Qwen3.8-27B", "-n", "2", *common),
+        2,
+        r"logprobs.top_logprobs is '-1.5', not a list",
+        prompts,
+        server="topnumber",
+    ),
+    Case(
         "bx-record-force-other-card",
         "bitexact",
         "golden record --force with --golden naming another card's golden",

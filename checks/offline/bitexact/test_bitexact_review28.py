@@ -390,3 +390,70 @@ def test_a_partial_golden_check_reads_as_partial_in_the_history(tmp_path: Path) 
 
     rows = check_rows(drift.analyse("h200", [line]))
     assert any("1/1 (partial: of 2)" in cell for cell in rows[0])
+
+
+# Found while extending the fuzzer (test_bitexact_fuzz.py), by its new draws run by hand: an answer's
+# count of the tokens it generated, or vLLM's spelling of an id, contradicting what the answer holds
+# (engines/values.py generated_count and openai_logprobs.id_in_text hold the classes for every dialect).
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "field"),
+    [("miscount", "meta_info.completion_tokens"), ("finish-length", "meta_info.finish_reason.length")],
+)
+def test_a_native_answer_whose_count_contradicts_its_tokens_is_refused(tmp_path, capsys, behaviour, field):
+    """SGLang's completion_tokens (len(output_ids)) and FINISH_LENGTH's length (the max_new_tokens
+    reached) said 5 beside 4 positions: REPEATABLE, over answers missing a position by their own count."""
+    with CannedSGLang(behaviour) as server:
+        argv = ["repeat", f"sglang+{server.url}", "-n", "2", "-b", "1", "--prompts", str(_prompts(tmp_path))]
+        assert main([*argv, *SETTINGS, "--out", str(tmp_path / "o")]) == 2
+    assert f"{field}: the server generated 5 tokens but gave logprobs for 4" in capsys.readouterr().err
+
+
+def test_a_count_of_another_shape_says_nothing(tmp_path):
+    """Only a whole number is a count to hold the positions to (a bool or a string is not one)."""
+    from bitexact.engines.values import generated_count
+
+    for counted in (4, None, True, "5", 5.0):
+        generated_count(counted, 4, "x", "w")
+    with pytest.raises(Exception, match="generated 5 tokens but gave logprobs for 4"):
+        generated_count(5, 4, "x", "w")
+
+
+def test_an_openai_id_spelled_as_no_token_id_is_refused(tmp_path, capsys):
+    """`token_id:-3` (and non-ASCII digits, `1_0`) read as text, and then compared by value as an
+    alternative named by text; `token_id:٣` was read as the id 3 by str.isdigit."""
+    with CannedSGLang("textid") as server:
+        argv = ["repeat", f"openai+{server.url}/v1?model=Qwen/Qwen3.8-27B", "-n", "2"]
+        argv += ["--prompts", str(_prompts(tmp_path)), *SETTINGS, "--out", str(tmp_path / "o")]
+        assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "the token 'token_id:-3' is written as vLLM writes token ids (token_id:N) but N is not" in err
+    from bitexact.engines.openai_logprobs import id_in_text
+    from bitexact.errors import EngineError
+
+    assert id_in_text("token_id:12", "w") == 12 and id_in_text("<12>", "w") is None
+    for text in ("token_id:٣", "token_id:1_0", "token_id:+3", "token_id:"):
+        with pytest.raises(EngineError):
+            id_in_text(text, "w")
+
+
+@pytest.mark.parametrize(
+    "logprobs",
+    [
+        {"tokens": ["token_id:5"], "token_logprobs": [-0.5], "top_logprobs": -1.5},
+        {"tokens": ["token_id:5"], "token_logprobs": [-0.5], "top_logprobs": {"0": {"token_id:5": -0.5}}},
+        {"tokens": "token_id:5", "token_logprobs": [-0.5]},
+        {"content": [{"token": "token_id:5", "logprob": -0.5, "top_logprobs": 3.0}]},
+    ],
+)
+def test_openai_logprob_lists_that_are_none_are_refused(logprobs):
+    """Found by the fuzzer's long run: `top_logprobs` a number ended in an internal error (TypeError:
+    len() of a float), in either dialect, and an object in a KeyError; `tokens` a string stays refused."""
+    from bitexact.engines.openai_logprobs import parse_logprobs
+    from bitexact.errors import EngineError
+    from bitexact.prompts import Prompt
+
+    answer = {"choices": [{"index": 0, "logprobs": logprobs, "token_ids": [5], "finish_reason": "length"}]}
+    with pytest.raises(EngineError, match="not a list|differ in length"):
+        parse_logprobs(Prompt("p", [1]), answer, "w")

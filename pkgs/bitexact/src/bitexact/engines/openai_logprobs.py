@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bitexact.engines.token_text import TextToIds
-from bitexact.engines.values import logprob, token_id
+from bitexact.engines.values import generated_count, logprob, token_id
 from bitexact.errors import EngineError
 from bitexact.generation import Generation, TopEntry
 from bitexact.prompts import Prompt
@@ -57,19 +57,36 @@ class Position:
     top: list[tuple[Named, float]]
 
 
-def id_in_text(text: str) -> int | None:
-    """vLLM's `return_tokens_as_token_ids` spelling, `token_id:N`."""
-    if text.startswith(TOKEN_ID_PREFIX):
-        digits = text[len(TOKEN_ID_PREFIX) :]
-        if digits.isdigit():
-            return int(digits)
-    return None
+def id_in_text(text: str, where: str) -> int | None:
+    """vLLM's `return_tokens_as_token_ids` spelling, `token_id:N` (N in ASCII digits, as vLLM writes
+    it); None for text that is not in that spelling. Text in the spelling whose N is no whole number
+    (`token_id:-3`, non-ASCII digits, `1_0`, nothing) is refused: it names an id no engine has, and
+    read as the token's text it would be compared as if it were one."""
+    if not text.startswith(TOKEN_ID_PREFIX):
+        return None
+    digits = text[len(TOKEN_ID_PREFIX) :]
+    if not (digits.isascii() and digits.isdigit()):
+        raise EngineError(
+            f"{where}: the token {text[:40]!r} is written as vLLM writes token ids (token_id:N) but "
+            "N is not a token id (a whole number in ASCII digits)"
+        )
+    return int(digits)
 
 
 def _raw(value: Any) -> bytes | None:
     if isinstance(value, list) and all(isinstance(b, int) and 0 <= b < 256 for b in value):
         return bytes(value)
     return None
+
+
+def listed(value: Any, what: str, where: str) -> list[Any]:
+    """A list the answer holds, or none (null or absent: []); anything else (a number, a string, an
+    object) is refused, naming it: the positions would be read from what is not a list of them."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise EngineError(f"{where}: {what} is {str(value)[:60]!r}, not a list")
+    return value
 
 
 def _named_entry(entry: Any, where: str) -> tuple[Named, float]:
@@ -85,7 +102,7 @@ def _named_entry(entry: Any, where: str) -> tuple[Named, float]:
     if not isinstance(text, str):
         raise EngineError(f"{where}: a logprobs.content entry has no token text: {str(entry)[:200]}")
     own = entry.get("id")
-    token_id = own if isinstance(own, int) and not isinstance(own, bool) else id_in_text(text)
+    token_id = own if isinstance(own, int) and not isinstance(own, bool) else id_in_text(text, where)
     return Named(token_id, text, _raw(entry.get("bytes"))), logprob(entry.get("logprob"), "logprob", where)
 
 
@@ -96,7 +113,7 @@ def chat_style_positions(logprobs: dict[str, Any], where: str) -> list[Position]
     positions = []
     for entry in content:
         token, value = _named_entry(entry, where)
-        alternatives = entry.get("top_logprobs") or []
+        alternatives = listed(entry.get("top_logprobs"), "a logprobs.content entry's top_logprobs", where)
         top = [_named_entry(alt, where) for alt in alternatives]
         positions.append(Position(token, value, top))
     return positions
@@ -104,15 +121,17 @@ def chat_style_positions(logprobs: dict[str, Any], where: str) -> list[Position]
 
 def legacy_positions(logprobs: dict[str, Any], where: str) -> list[Position]:
     values = logprobs["token_logprobs"]
-    texts = logprobs.get("tokens") or []
-    rows = logprobs.get("top_logprobs") or []
+    texts = listed(logprobs.get("tokens"), "logprobs.tokens", where)
+    rows = listed(logprobs.get("top_logprobs"), "logprobs.top_logprobs", where)
     if not isinstance(values, list) or not isinstance(texts, list) or len(texts) != len(values):
         raise EngineError(f"{where}: logprobs.tokens and logprobs.token_logprobs differ in length")
     positions = []
     for i, (text, value) in enumerate(zip(texts, values, strict=True)):
         row = rows[i] if i < len(rows) and isinstance(rows[i], dict) else {}
-        top = [(Named(id_in_text(k), k, None), logprob(v, "a top logprob", where)) for k, v in row.items()]
-        token = Named(id_in_text(str(text)), str(text), None)
+        top = [
+            (Named(id_in_text(k, where), k, None), logprob(v, "a top logprob", where)) for k, v in row.items()
+        ]
+        token = Named(id_in_text(str(text), where), str(text), None)
         positions.append(Position(token, logprob(value, f"token_logprobs[{i}]", where), top))
     return positions
 
@@ -187,12 +206,10 @@ def check_count(response: dict[str, Any], n: int, where: str) -> None:
     whose text ends inside a UTF-8 character, while usage still counts it."""
     usage = response.get("usage")
     counted = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    if isinstance(counted, int) and counted != n:
-        raise EngineError(
-            f"{where}: the server generated {counted} tokens but gave logprobs for {n}; positions cannot "
-            "be matched to tokens, so the answer is refused (llama.cpp's server leaves out tokens that end "
-            "inside a UTF-8 character; no setting restores them)"
-        )
+    hint = (
+        " (llama.cpp's server leaves out tokens that end inside a UTF-8 character; no setting restores them)"
+    )
+    generated_count(counted, n, "usage.completion_tokens", where, hint)
 
 
 def parse_logprobs(prompt: Prompt, response: Any, where: str, vocab: Vocab = no_vocab) -> Generation:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from bitexact.engines.base import Settings
-from bitexact.engines.values import pair, token_id
+from bitexact.engines.values import generated_count, pair, token_id
 from bitexact.errors import EngineError
 from bitexact.generation import Generation, SpecStats, TopEntry
 from bitexact.prompts import Prompt
@@ -90,6 +90,10 @@ def parse_generate_output(prompt: Prompt, out: Any, settings: Settings, where: s
         raise EngineError(f"{where}: output_top_logprobs is {str(rows)[:60]!r}, not a list")
     top = [_top_row(row, i, where) for i, row in enumerate(rows)]
     finish = meta.get("finish_reason")
+    counted = f"{where} ({prompt.id!r})"
+    generated_count(meta.get("completion_tokens"), len(token_ids), "meta_info.completion_tokens", counted)
+    if isinstance(finish, dict) and finish.get("type") == "length":  # FINISH_LENGTH: the cap it reached
+        generated_count(finish.get("length"), len(token_ids), "meta_info.finish_reason.length", counted)
     return Generation(
         prompt_id=prompt.id,
         token_ids=token_ids,

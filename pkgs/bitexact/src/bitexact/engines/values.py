@@ -1,7 +1,9 @@
 """The numbers an engine's answer holds, read strictly for every dialect: a token id is a whole number
 (JSON `true` is not the id 1, `5.7` not the id 5, `"5"` not a number), a logprob is a number (NaN and
 the infinities pass here and are named by answers.py, which refuses them). Anything else is an engine
-error naming where it was, never a value made up by int() or float()."""
+error naming where it was, never a value made up by int() or float(). A count of the tokens generated
+that the server sends beside them is held to the positions it sent (`generated_count`), in every
+dialect."""
 
 from __future__ import annotations
 
@@ -27,3 +29,16 @@ def pair(entry: Any, what: str, where: str) -> tuple[float, int]:
     if not isinstance(entry, list | tuple) or len(entry) not in (2, 3):
         raise EngineError(f"{where}: {what} is {str(entry)[:60]!r}, not (logprob, token_id, text)")
     return logprob(entry[0], f"{what}'s logprob", where), token_id(entry[1], f"{what}'s token id", where)
+
+
+def generated_count(counted: Any, n: int, what: str, where: str, hint: str = "") -> None:
+    """A count of generated tokens an answer carries beside its positions (SGLang's `completion_tokens`
+    and the `length` of its FINISH_LENGTH, which is the max_new_tokens reached; the OpenAI API's
+    `usage.completion_tokens`): where it is a whole number it must be the number of positions sent, or
+    a position is missing or extra and positions cannot be matched to tokens. A count of another shape
+    says nothing and is left to the reader of that field."""
+    if isinstance(counted, int) and not isinstance(counted, bool) and counted != n:
+        raise EngineError(
+            f"{where}: {what}: the server generated {counted} tokens but gave logprobs for {n}; positions "
+            f"cannot be matched to tokens, so the answer is refused{hint}"
+        )
