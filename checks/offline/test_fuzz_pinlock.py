@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import os
 import re
@@ -33,6 +32,7 @@ from unittest import mock
 
 import hypothesis
 import pytest
+from cli_capture import run_main
 from fuzz_settings import fuzz
 from hypothesis import given
 from hypothesis import strategies as st
@@ -191,13 +191,7 @@ def offline(home: Path) -> Iterator[None]:
 
 
 def run(args: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(args)
-        except SystemExit as leave:
-            code = leave.code if isinstance(leave.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
+    return run_main(cli.main, args)
 
 
 def assert_no_crash(code: int, out: str, err: str) -> None:

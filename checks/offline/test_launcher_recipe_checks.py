@@ -16,8 +16,6 @@ Found by reviewing the launcher as a new user would: each of these passed `--pri
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -29,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_capture import run_main
 from exactlaunch import cli, values
 from exactlaunch.environment import DECIDED_VARS, build_env
 from exactlaunch.recipe import RecipeError, parse_recipe
@@ -120,13 +119,7 @@ EDITS: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
 
 
 def _run(args: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(args)
-        except SystemExit as leave:
-            code = leave.code if isinstance(leave.code, int) else 2
-    return code, out.getvalue(), err.getvalue()
+    return run_main(cli.main, args)
 
 
 @pytest.mark.parametrize(("what", "edit", "message"), EDITS, ids=[e[0] for e in EDITS])
