@@ -158,19 +158,25 @@ phases_radix() {
   "${tree[@]}" "$py" -m pytest -q -rs -p no:cacheprovider --import-mode=importlib \
     checks/gpu/test_gdn_prefix_snapshot.py checks/gpu/test_attn_exact_verify.py -k "snapshot or tile_plans or draft" \
     > "$res/kernels/gpu-checks.log" 2>&1 &
+  # The tiny servers get 0.15 of the memory free at their start (SGLang 0.5.20 sizes the pools from it;
+  # at 0.12 beside the 27B server a spec server may find too little once its neighbours allocate) and
+  # start a little apart, so that one's loading does not count against another's budget.
+  local tiny=0.15 stagger=${CAMPAIGN_STAGGER:-20}
   local radix=gpu-radix-cold-warm,gpu-radix-shared-prefix,gpu-radix-long-extend,gpu-radix-inflight-8
   radix+=,gpu-radix-repeat,gpu-radix-forced-reject,gpu-radix-golden
   local golden=$res/golden
   mkdir -p "$golden" && cp -r checks/golden/. "$golden/"
   "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$radix" --golden-dir "$golden" \
-    --out "$res/e2e-radix" --port 30000 --mem-fraction-static 0.12 > "$res/stream-radix.log" 2>&1 &
+    --out "$res/e2e-radix" --port 30000 --mem-fraction-static "$tiny" > "$res/stream-radix.log" 2>&1 &
+  sleep "$stagger"
   "$py" checks/e2e/batteries.py --work "$work" --tree stock --only gpu-radix-cold-warm,gpu-radix-shared-prefix \
-    --out "$res/e2e-radix-stock" --port 30001 --mem-fraction-static 0.12 > "$res/stream-radix-stock.log" 2>&1 &
+    --out "$res/e2e-radix-stock" --port 30001 --mem-fraction-static "$tiny" > "$res/stream-radix-stock.log" 2>&1 &
   # issue 26's batteries that did not start on 2026-12-01 (memory share), with its kernels
   local parity=gpu-parity-recipe,gpu-parity-inflight-8,gpu-parity-long,gpu-repeat
   parity+=,gpu-capacity-cuda-graph-decode-bs-1,gpu-capacity-cuda-graph-decode-bs-32
+  sleep "$stagger"
   "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$parity" --out "$res/e2e" \
-    --port 30002 --mem-fraction-static 0.12 > "$res/stream-parity.log" 2>&1 &
+    --port 30002 --mem-fraction-static "$tiny" > "$res/stream-parity.log" 2>&1 &
   wait
   echo "phase P $(date -u +%T)"
   "$py" bench/perf/run.py measure --work "$work" --results "$res/perf" --server exact-spec-radix \

@@ -136,6 +136,7 @@ def test_the_long_plan_benches_alone_checks_beside_the_warm_start_then_measures(
 def test_the_radix_plan_benches_alone_runs_the_batteries_beside_then_measures_reuse(tmp_path: Path) -> None:
     repo, env = _setup(tmp_path)
     env["CAMPAIGN_WARM_HEAD_START"] = "0"
+    env["CAMPAIGN_STAGGER"] = "0"
     assert _campaign(repo, env, "start", "abc1234", "radix").returncode == 0
     done = _campaign(repo, env, "wait", "60")
     assert "CAMPAIGN DONE" in done.stdout, done.stdout + done.stderr
@@ -159,6 +160,6 @@ def test_the_radix_plan_benches_alone_runs_the_batteries_beside_then_measures_re
     )
     radix_call = next(c for c in side if "--out" in c and "e2e-radix " in c + " ")
     assert "--golden-dir" in radix_call
-    assert all("--mem-fraction-static 0.12" in c for c in runs)
+    assert all("--mem-fraction-static 0.15" in c for c in runs)
     log = (tmp_path / "camp" / "campaign.log").read_text()
     assert log.index("phase K") < log.index("phase C") < log.index("phase P") < log.index("done")
