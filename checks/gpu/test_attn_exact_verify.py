@@ -100,15 +100,16 @@ def test_verify_mixed_batch_equal_decode(harness, prefixes: list[int], geometry)
     _verify_equals_decode(harness, prefixes, geometry, seed=len(prefixes))
 
 
-# Tile plans other than the shipped one that the kernel bench times (attn_plans.py): a plan may ship
-# only once its rows equal decode's here.
-TILE_PLANS = attn_plans.TILE_PLANS[1:]
+# The tile plans the kernel bench times (attn_plans.py), each set as listed (this card's own plan,
+# _CARD_PLANS, emptied): a plan may ship, for any card, only once its rows equal decode's here.
+TILE_PLANS = attn_plans.TILE_PLANS
 
 
 @pytest.fixture
 def tile_plan(request, sglang_root, monkeypatch):
     from sglang.srt.layers.attention import exact_verify_attention as rows_module
 
+    monkeypatch.setattr(rows_module, "_CARD_PLANS", {})  # the plan as listed, not this card's own
     for name, value in zip(attn_plans.TILE_NAMES, request.param, strict=True):
         assert hasattr(rows_module, name), f"patch 0003 has no {name}: the tile plans need updating"
         monkeypatch.setattr(rows_module, name, value)
@@ -145,13 +146,18 @@ def _relative_error(got, want) -> float:
     return float((got.float() - want.float()).norm() / want.float().norm())
 
 
-@pytest.fixture(params=["shipped", "free"])
+@pytest.fixture(params=["verify-rows", "free", "card"])
 def draft_plan(request, sglang_root, monkeypatch):
-    """The drafter's plan: as shipped (the verify rows' plan), and patch 0003's free draft plan."""
+    """The drafter's plan: the verify rows' plan (patch 0003's constants, free plan off), the free draft
+    plan with the constants' tiles, and this card's own plan (_CARD_PLANS: the H200 ships the free plan
+    with 64-row tiles)."""
     from sglang.srt.layers.attention import exact_verify_attention as rows_module
 
     assert hasattr(rows_module, "_DRAFT_FREE"), "patch 0003 has no free draft plan"
-    monkeypatch.setattr(rows_module, "_DRAFT_FREE", request.param == "free")
+    assert hasattr(rows_module, "_CARD_PLANS"), "patch 0003 has no per-card plans"
+    if request.param != "card":
+        monkeypatch.setattr(rows_module, "_CARD_PLANS", {})
+        monkeypatch.setattr(rows_module, "_DRAFT_FREE", request.param == "free")
     return request.param
 
 

@@ -37,7 +37,7 @@ ROWS_CONSTANTS = (
     "_DRAFT_BLOCK_N",
     "_DRAFT_TILE_MAX",
 )
-HEADER = "import math\nimport triton\nimport triton.language as tl\n"
+HEADER = "import math\nfrom typing import Any, Optional\n\nimport triton\nimport triton.language as tl\n"
 MAX_SPLITS = 16  # a 4096-token context at SGLang's split tile of 256
 SPLIT_TILE = 256
 

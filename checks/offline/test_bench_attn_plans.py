@@ -22,9 +22,15 @@ def _patch_constants() -> dict[str, object]:
     source = smallm_table.new_file_from_patch(text, ROWS_FILE)
     constants = {}
     for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name):
             try:
-                constants[node.targets[0].id] = ast.literal_eval(node.value)
+                constants[target.id] = ast.literal_eval(value)
             except ValueError:
                 continue
     return constants
@@ -37,6 +43,20 @@ def test_each_sweep_starts_from_the_shipped_plan() -> None:
         assert len(set(listed)) == len(listed) and all(len(p) == len(names) for p in listed)
 
 
-def test_the_free_draft_plan_is_off_as_shipped() -> None:
-    """Switched on only once a card has measured it faster (docs/kernels.md)."""
-    assert _patch_constants()["_DRAFT_FREE"] is False
+def test_the_free_draft_plan_is_off_but_where_a_card_measured_it() -> None:
+    """The constants keep the verify rows' plan for the drafter; a card's entry turns the free plan on
+    only where its bench measured it faster (the H200, sm_90: docs/kernels.md)."""
+    constants = _patch_constants()
+    assert constants["_DRAFT_FREE"] is False
+    assert set(constants["_CARD_PLANS"]) == {(9, 0)}
+
+
+def test_each_cards_plan_is_one_the_sweeps_time_and_the_checks_prove() -> None:
+    """A card's plan, applied over the constants, is a plan of the lists: so the bench timed it and the
+    GPU checks (test_verify_tile_plans_equal_decode, the draft checks) proved it before it shipped."""
+    constants = _patch_constants()
+    for card, overrides in constants["_CARD_PLANS"].items():
+        assert set(overrides) <= set(plans.TILE_NAMES) | set(plans.DRAFT_NAMES), card
+        merged = {**constants, **overrides}
+        assert tuple(merged[n] for n in plans.TILE_NAMES) in plans.TILE_PLANS, card
+        assert tuple(merged[n] for n in plans.DRAFT_NAMES) in plans.DRAFT_PLANS, card
