@@ -26,6 +26,9 @@
 # 27B-shaped server's first start, the GPU checks of 0007 and of the tile plans, the radix batteries on the
 # patched tree (with the card's goldens) and on the stock tree, and issue 26's parity, repeat and
 # cuda-graph batteries that did not start before; P alone, the two radix 27B-shaped servers' prefix reuse.
+# PLAN recheck (issues 26 and 27, after a change to the card's plans or the batteries; tiny model only,
+# nothing timed): the attention GPU checks, the patched tree's parity and radix batteries and the stock
+# tree's radix ones, side by side.
 set -uo pipefail
 work=${E2E_WORK:-/tmp/bitexact-e2e}
 camp=${CAMPAIGN_DIR:-/tmp/bitexact-campaign}
@@ -186,11 +189,40 @@ phases_radix() {
   touch "$camp/done"
 }
 
+phases_recheck() {
+  local res=$camp/res repo=$camp/repo
+  cd "$repo" || exit 2
+  mkdir -p "$res/kernels"
+  local tree=(env "PYTHONPATH=$work/deps" "BITEXACT_SGLANG_TREE=$work/patched")
+  local tiny=0.15 stagger=${CAMPAIGN_STAGGER:-20}
+  echo "phase C $(date -u +%T)"
+  # Nothing timed: the attention checks with this card's plans (every verify row equal to decode's, the
+  # drafter's plans), and the batteries with them active, side by side.
+  "${tree[@]}" "$py" -m pytest -q -rs -p no:cacheprovider --import-mode=importlib \
+    checks/gpu/test_attn_exact_verify.py > "$res/kernels/gpu-checks.log" 2>&1 &
+  local radix=gpu-radix-cold-warm,gpu-radix-shared-prefix,gpu-radix-long-extend,gpu-radix-inflight-8
+  radix+=,gpu-radix-repeat,gpu-radix-forced-reject,gpu-radix-golden
+  local golden=$res/golden
+  mkdir -p "$golden" && cp -r checks/golden/. "$golden/"
+  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$radix" --golden-dir "$golden" \
+    --out "$res/e2e-radix" --port 30000 --mem-fraction-static "$tiny" > "$res/stream-radix.log" 2>&1 &
+  sleep "$stagger"
+  local parity=gpu-parity-recipe,gpu-parity-inflight-8,gpu-parity-long,gpu-repeat,gpu-parity-forced-reject
+  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$parity" --out "$res/e2e" \
+    --port 30002 --mem-fraction-static "$tiny" > "$res/stream-parity.log" 2>&1 &
+  sleep "$stagger"
+  "$py" checks/e2e/batteries.py --work "$work" --tree stock --only gpu-radix-cold-warm,gpu-radix-shared-prefix \
+    --out "$res/e2e-radix-stock" --port 30001 --mem-fraction-static "$tiny" > "$res/stream-radix-stock.log" 2>&1 &
+  wait
+  echo "done $(date -u +%T)"
+  touch "$camp/done"
+}
+
 case "$step" in
   start)
     BUILD_ID=${2:?start BUILD_ID}
     plan=${3:-e2e}
-    case "$plan" in e2e | perf | long | radix) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long or radix)" >&2; exit 2 ;; esac
+    case "$plan" in e2e | perf | long | radix | recheck) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix or recheck)" >&2; exit 2 ;; esac
     export BUILD_ID
     rm -rf "$camp" && mkdir -p "$camp/repo"
     # A copy: later calls replace the working tree under the running phases.

@@ -86,7 +86,7 @@ def test_the_perf_plan_runs_its_phases_in_order_and_collects(tmp_path: Path) -> 
 def test_an_unknown_plan_is_refused_before_anything_starts(tmp_path: Path) -> None:
     repo, env = _setup(tmp_path)
     refused = _campaign(repo, env, "start", "abc1234", "speed")
-    assert refused.returncode == 2 and "unknown plan speed (e2e, perf, long or radix)" in refused.stderr
+    assert refused.returncode == 2 and "unknown plan speed (e2e, perf, long, radix or recheck)" in refused.stderr
     assert not (tmp_path / "camp").exists()
 
 
@@ -163,3 +163,24 @@ def test_the_radix_plan_benches_alone_runs_the_batteries_beside_then_measures_re
     assert all("--mem-fraction-static 0.15" in c for c in runs)
     log = (tmp_path / "camp" / "campaign.log").read_text()
     assert log.index("phase K") < log.index("phase C") < log.index("phase P") < log.index("done")
+
+
+def test_the_recheck_plan_runs_the_checks_and_both_trees_batteries_side_by_side(tmp_path: Path) -> None:
+    repo, env = _setup(tmp_path)
+    env["CAMPAIGN_STAGGER"] = "0"
+    assert _campaign(repo, env, "start", "abc1234", "recheck").returncode == 0
+    done = _campaign(repo, env, "wait", "60")
+    assert "CAMPAIGN DONE" in done.stdout, done.stdout + done.stderr
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert not any("bench_attn_verify" in c or "run.py" in c for c in calls)  # nothing timed
+    checks = next(c for c in calls if "-m pytest" in c)
+    assert "checks/gpu/test_attn_exact_verify.py" in checks and " -k " not in checks
+    runs = [c for c in calls if "batteries.py" in c]
+    batteries = {c.split("--tree ")[1].split()[0] + ":" + c.split("--only ")[1].split()[0] for c in runs}
+    assert "stock:gpu-radix-cold-warm,gpu-radix-shared-prefix" in batteries
+    patched = [b for b in batteries if b.startswith("patched:")]
+    assert len(patched) == 2 and any("gpu-radix-golden" in b for b in patched)
+    assert any("gpu-repeat" in b and "gpu-parity-forced-reject" in b for b in patched)
+    assert all("--mem-fraction-static 0.15" in c for c in runs)
+    log = (tmp_path / "camp" / "campaign.log").read_text()
+    assert log.index("phase C") < log.index("done")
