@@ -754,13 +754,14 @@ def summarize(results: Path) -> str:
     }
     lengths_profiled = sorted({n for per in profiled.values() for n in per})
     breakdowns = {name: per.get(PROFILE_PROMPT) for name, per in profiled.items()}
-    lines = ["## Decode rate and time to first token (single stream)", ""]
     lengths = sorted({r["prompt_tokens"] for rows in benches.values() for r in rows})
     names = list(servers)
+    # a section only where something was measured (the radix servers measure reuse alone)
+    lines = ["## Decode rate and time to first token (single stream)", ""] if lengths else []
     lines += [
         "| prompt tokens | " + " | ".join(f"{n} t/s | {n} TTFT s" for n in names) + " |",
         "|---:|" + "---:|---:|" * len(names),
-    ]
+    ] if lengths else []  # fmt: skip
     for length in lengths:
         cells = []
         for n in names:
@@ -774,8 +775,9 @@ def summarize(results: Path) -> str:
             lines.append(f"- {n} ({SERVERS[n].description}): {meta_line(meta)}.")
     lines += ratio_lines(benches)
     lines += consistency(benches, breakdowns)
-    lines += ["", "## Where the GPU time goes, per cycle", ""]
-    lines += breakdown_sections(names, breakdowns)
+    if any(breakdowns.values()):
+        lines += ["", "## Where the GPU time goes, per cycle", ""]
+        lines += breakdown_sections(names, breakdowns)
     for length in (n for n in lengths_profiled if n != PROFILE_PROMPT):
         at = {name: per.get(length) for name, per in profiled.items()}
         lines += consistency(benches, at, length)
@@ -786,6 +788,7 @@ def summarize(results: Path) -> str:
     lines += prefill_lines({name: _load(folder, "prefill.json") for name, folder in servers.items()})
     reused = {name: found for name, folder in servers.items() if (found := _load(folder, "reuse.json"))}
     if reused:
+        lines += [""] if lines and lines[-1] else []
         lines += ["## Prefix reuse: time to the first token, shared prefix cached vs computed afresh", ""]
         lines += [reuse.markdown(reused), ""]
     spec_profiles = profiled.get("exact-spec", {})

@@ -5,6 +5,7 @@ traces, and evidence unpacked incompletely."""
 
 from __future__ import annotations
 
+import ast
 import json
 import sys
 from pathlib import Path
@@ -26,6 +27,7 @@ def test_every_run_is_here() -> None:
         "perf-h200-2026-12-01",
         "perf-h200-2026-12-01-long-context",
         "perf-h200-2026-12-01-shipped-rule",
+        "perf-h200-2026-12-02-reuse",
     ]
 
 
@@ -80,6 +82,11 @@ def test_each_prefill_is_its_trace_analysed_again(folder: Path) -> None:
     assert kept["extend_tokens"] == [8192, 8192, 8192, 8192]  # 32768 tokens in the recipe's chunks
 
 
+def _server_args(log: Path) -> dict:
+    line = next(x for x in log.read_text().splitlines() if "server_args={" in x)
+    return ast.literal_eval(line.split("server_args=", 1)[1])
+
+
 @pytest.mark.parametrize("evidence", RUNS, ids=lambda p: p.name)
 def test_every_server_ran_what_its_name_says(evidence: Path) -> None:
     ran = {name: spec for name, spec in run.SERVERS.items() if (evidence / name).is_dir()}
@@ -88,10 +95,17 @@ def test_every_server_ran_what_its_name_says(evidence: Path) -> None:
         folder = evidence / name
         meta = json.loads((folder / "meta.json").read_text())
         assert meta["ok"], name
-        identity = json.loads((folder / "bench.json").read_text())["identity"]
-        assert identity["enable_deterministic_inference"] is (spec.tree == "patched"), name
-        assert (identity["speculative_algorithm"] == "DFLASH") is spec.speculative, name
-        assert "--load-format dummy" in identity["launch_command"], name
+        if (folder / "bench.json").exists():
+            identity = json.loads((folder / "bench.json").read_text())["identity"]
+            assert identity["enable_deterministic_inference"] is (spec.tree == "patched"), name
+            assert (identity["speculative_algorithm"] == "DFLASH") is spec.speculative, name
+            assert "--load-format dummy" in identity["launch_command"], name
+        else:  # a server that measured prefix reuse alone: its log's server_args say what ran
+            args = _server_args(folder / "server.log.head-tail")
+            assert args["enable_deterministic_inference"] is (spec.tree == "patched"), name
+            assert (args["speculative_algorithm"] == "DFLASH") is spec.speculative, name
+            assert args["load_format"] == "dummy", name
+            assert args["disable_radix_cache"] is False and (folder / "reuse.json").exists(), name
         if not (folder / "run.json").exists():  # a run cut by the end of the device time (its calls.md)
             assert (evidence / name, evidence.name) == (folder, "perf-h200-2026-12-01-long-context")
             continue
