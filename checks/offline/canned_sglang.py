@@ -24,7 +24,9 @@ With the radix cache on (`spec`'s counters too, as the recipe's `radix` variant 
 (answers from the cache equal those computed afresh), `radix-drift` (an answer that took tokens from the
 cache has one logprob a float32 step off), `radix-never-hits` (the cache on by its args, no hit ever
 reported), `radix-no-flush` (`radix` without `/flush_cache`: 404), `radix-hybrid` (the cache as SGLang
-keeps a hybrid model's recurrent state: reused only where a state was kept), `radix-empty` (`radix`,
+keeps a hybrid model's recurrent state: reused only where a state was kept, in 16-token units),
+`radix-hybrid-64` (the same in the 64-token units the H200 run of 2026-12-02 measured: a prompt of 64
+tokens or fewer never hits), `radix-empty` (`radix`,
 answering 0 tokens), `radix-bad-count` (`radix`, reporting -1 cached prompt tokens: a count that is none).
 """
 
@@ -38,14 +40,14 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "bitexact"))
-from bx_fake_servers import FakeServer  # noqa: E402
+from bx_fake_servers import HYBRID_UNIT_MEASURED, FakeServer  # noqa: E402
 
 BEHAVIOURS = (
     "normal", "nan", "inf", "short", "spec", "drift", "empty", "notop", "sometop", "positive", "shapeless",
     "badid", "dupkey", "twochoices", "stopped", "miscount", "finish-length",
     "textid", "topnumber",
-    "radix", "radix-drift", "radix-never-hits", "radix-no-flush", "radix-hybrid", "radix-empty",
-    "radix-bad-count",
+    "radix", "radix-drift", "radix-never-hits", "radix-no-flush", "radix-hybrid", "radix-hybrid-64",
+    "radix-empty", "radix-bad-count",
 )  # fmt: skip
 # behaviour -> FakeServer's prefix-cache options
 RADIX: dict[str, dict[str, object]] = {
@@ -54,6 +56,7 @@ RADIX: dict[str, dict[str, object]] = {
     "radix-never-hits": {"prefix_cache": "never-hits"},
     "radix-no-flush": {"prefix_cache": "on", "flush": "absent"},
     "radix-hybrid": {"prefix_cache": "hybrid"},
+    "radix-hybrid-64": {"prefix_cache": "hybrid", "hybrid_unit": HYBRID_UNIT_MEASURED},
     "radix-empty": {"prefix_cache": "on"},
     "radix-bad-count": {"prefix_cache": "on"},
 }

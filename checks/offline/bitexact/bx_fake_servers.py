@@ -58,10 +58,13 @@ Fault = Callable[[int, dict[str, Any]], str | None]
 # sequence served), "hybrid" (as SGLang 0.5.20's mamba radix cache keeps a hybrid model's recurrent
 # state, `mem_cache/mamba_radix_cache.py`: a prefix is reused only up to a point that holds one, kept at
 # the end of each sequence served and, where a match stopped short of one, at the last multiple of
-# HYBRID_CHUNK inside the match), "never-hits" (on by its args, never matches); flush: "ok", "absent"
+# hybrid_unit inside the match), "never-hits" (on by its args, never matches); flush: "ok", "absent"
 # (404: vLLM without dev mode, a proxy), "refuse" (SGLang: 400; vLLM: 200 and nothing flushed)
 PREFIX_CACHES = ("off", "on", "hybrid", "never-hits")
 HYBRID_CHUNK = 16  # SGLang: max(the model's mamba chunk size, page size), 64 for GDN at page size 1
+# What the H200 run of 2026-12-02 measured (SGLang 0.5.20, hybrid GDN, extra_buffer): hits in 64-token
+# units only, floor((L-1)/64)*64 of L prompt tokens (95 -> 64, 170 -> 128, 549 -> 512; 16, 32, 56 -> 0)
+HYBRID_UNIT_MEASURED = 64
 FLUSHES = ("ok", "absent", "refuse")
 SGLANG_FLUSHED = (
     "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
@@ -132,7 +135,8 @@ class FakeServer:
     fault: per generate request, a failure to answer with instead (FAULTS). delay: seconds each
     generate answer takes (per request body, for requests in flight that finish in a known order).
     prefix_cache, flush: PREFIX_CACHES, FLUSHES. warm_drift: an answer that took tokens from the cache has
-    the logprob at position 1 one float32 step off (a cache that moves bits)."""
+    the logprob at position 1 one float32 step off (a cache that moves bits). hybrid_unit: the tokens a
+    "hybrid" cache matches in (HYBRID_CHUNK, or HYBRID_UNIT_MEASURED as on the H200)."""
 
     def __init__(
         self,
@@ -148,10 +152,12 @@ class FakeServer:
         prefix_cache: str = "off",
         flush: str = "ok",
         warm_drift: bool = False,
+        hybrid_unit: int = HYBRID_CHUNK,
     ) -> None:
-        if prefix_cache not in PREFIX_CACHES or flush not in FLUSHES:
-            raise ValueError(f"prefix_cache one of {PREFIX_CACHES}, flush one of {FLUSHES}")
+        if prefix_cache not in PREFIX_CACHES or flush not in FLUSHES or hybrid_unit < 1:
+            raise ValueError(f"prefix_cache one of {PREFIX_CACHES}, flush one of {FLUSHES}, hybrid_unit 1+")
         self.prefix_cache, self.flush, self.warm_drift = prefix_cache, flush, warm_drift
+        self.hybrid_unit = hybrid_unit
         self.cache: list[list[int]] = []  # every sequence served since the last flush (prompt + output)
         self.states: set[tuple[int, int]] = set()  # hybrid: (length, prefix hash) where a state is kept
         self.flushes: list[int] = []  # the status of each flush request
@@ -432,7 +438,7 @@ class FakeServer:
                 return best
             hashes = _prefix_hashes(ids)
             usable = next((k for k in range(best, 0, -1) if (k, hashes[k]) in self.states), 0)
-            aligned = best // HYBRID_CHUNK * HYBRID_CHUNK
+            aligned = best // self.hybrid_unit * self.hybrid_unit
             if usable < aligned:
                 self.states.add((aligned, hashes[aligned]))
             return usable

@@ -816,7 +816,7 @@ OPTIONS = [
     "--recipe", "--spec-a", "--inflight-a", "--name", "--allow-same-engine", "--card", "--recipe-name",
     "--variant", "--golden-dir", "--golden", "--history", "--no-history", "--inflight", "--new-card",
     "--lengths", "--new-tokens", "--warmup", "--runs", "--diff", "--max-new", "--rep", "--build-info",
-    "--warm-passes", "--shared-prefix", "--spec", "--warm-pass",
+    "--warm-passes", "--shared-prefix", "--spec", "--warm-pass", "--min-prompt-tokens",
 ]  # fmt: skip
 FLAGS = {"--json", "--force", "--allow-same-engine", "--no-history", "--new-card"}
 value = st.one_of(

@@ -1,6 +1,8 @@
 """`bitexact warm ENGINE`: the same prompts computed afresh (the cache flushed before each) and taken from
 the server's prefix cache, compared bit for bit. A warm pass counts only where the server reports cache
-hits for every prompt; a cold pass only where it reports none. The passes: warmplan.py."""
+hits for every prompt; a cold pass only where it reports none. The passes: warmplan.py. With
+--min-prompt-tokens, prompts shorter than that (their ids, else the server's count in the cold pass) are
+sent but left out of every comparison and refusal, and listed as left out."""
 
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ from bitexact.warmplan import COLD, CacheSetup, WarmPlan, alignment, plain_plan,
 
 EXAMPLES = """examples:
   bitexact warm sglang+http://127.0.0.1:30000 --warm-passes 2
+  bitexact warm sglang+http://127.0.0.1:30000 --min-prompt-tokens 65
   bitexact warm sglang+http://127.0.0.1:30000 --shared-prefix 1237 --tokenizer ./model --inflight 8
   bitexact warm openai+http://127.0.0.1:8000/v1?model=qwen --prompts my.jsonl
   bitexact warm sglang+http://127.0.0.1:30000 --recipe nix/recipes/qwen3.8-27b-exact.json \\
@@ -49,6 +52,9 @@ HOW_TO_REPORT = (
     "OpenAI-compatible servers report usage.prompt_tokens_details.cached_tokens only when told to "
     "(vLLM: --enable-prefix-caching --enable-prompt-tokens-details; SGLang: --enable-cache-report)"
 )
+# Measured, not read from a source: SGLang 0.5.20's cache for a hybrid GDN model (mamba radix cache,
+# extra_buffer) on an H200, 2026-12-02, hit in whole 64-token units, floor((L-1)/64)*64 of L tokens.
+MATCH_UNIT_SEEN = "SGLang's hybrid GDN cache matched in 64-token units on an H200, 2026-12-02"
 
 
 class WarmRefused(BitexactError):
@@ -94,6 +100,15 @@ def add_parser(sub: Any) -> None:
         type=count(1, MAX_IN_FLIGHT),
         default=1,
         help="requests in flight in the warm passes (the cold pass sends one at a time, each after a flush)",
+    )
+    p.add_argument(
+        "--min-prompt-tokens",
+        type=count(1, MAX_TOKENS),
+        metavar="N",
+        help="leave prompts shorter than N tokens (their token ids, else the server's count in the cold "
+        "pass) out of every comparison and hit check; they are still sent, and listed as left out. A "
+        "prompt no longer than the cache's match unit cannot come from it (SGLang's hybrid GDN cache: "
+        "64, so 65)",
     )
     p.add_argument(
         "--spec", choices=REQUIREMENTS, help="must the engine speculate? (default: the --variant's, else any)"
@@ -179,7 +194,29 @@ def _by_pass(plan: WarmPlan, gens: list[Generation]) -> dict[str, list[Generatio
     return by_pass
 
 
-def _refusals(by_pass: dict[str, list[Generation]], ids: list[str], flush: CacheFlush) -> list[str]:
+def _span(counts: list[int]) -> str:
+    low, high = min(counts), max(counts)
+    return f"{low}" if low == high else f"{low} to {high}"
+
+
+def _short_hint(missing: list[int | None], hits: list[int | None]) -> str:
+    """Why a warm pass's prompts without hits got none, where they are its shortest: each no longer than
+    the smallest hit of the pass, so no whole match unit of the cache fits in them."""
+    smallest = min((h for h in hits if h), default=None)
+    if smallest is None or not missing or any(n is None or n > smallest for n in missing):
+        return ""
+    lengths = [n for n in missing if n is not None]
+    return (
+        f"; these are the shortest prompts ({_span(lengths)} prompt tokens; the smallest hit in this pass "
+        f"was {smallest} tokens): a prompt no longer than the cache's match unit cannot be served from it "
+        f"({MATCH_UNIT_SEEN}); leave such prompts out with --min-prompt-tokens {smallest + 1}"
+    )
+
+
+def _refusals(
+    by_pass: dict[str, list[Generation]], ids: list[str], counts: list[int | None], flush: CacheFlush
+) -> list[str]:
+    """Why the passes cannot count, over the prompts compared (`counts`: their prompt tokens)."""
     out = []
     cold_hits = [(i, cached_tokens(g)) for i, g in zip(ids, by_pass[COLD], strict=True)]
     hit = [f"{i} ({n} tokens)" for i, n in cold_hits if n]
@@ -194,13 +231,13 @@ def _refusals(by_pass: dict[str, list[Generation]], ids: list[str], flush: Cache
     for name, gens in by_pass.items():
         if name == COLD:
             continue
-        missing = [
-            f"{i} ({text(cached_tokens(g))})" for i, g in zip(ids, gens, strict=True) if not cached_tokens(g)
-        ]
+        hits = [cached_tokens(g) for g in gens]
+        missing = [(i, n, h) for i, n, h in zip(ids, counts, hits, strict=True) if not h]
         if missing:
+            shown = ", ".join(f"{i} ({text(h)})" for i, _, h in missing[:3])
             out.append(
                 f"pass {name} shows no cache hits for {len(missing)}/{len(ids)} prompts (cached tokens "
-                f"reported: {', '.join(missing[:3])})"
+                f"reported: {shown})" + _short_hint([n for _, n, _ in missing], hits)
             )
     if len(out) > bool(hit):
         out.append(
@@ -212,6 +249,29 @@ def _refusals(by_pass: dict[str, list[Generation]], ids: list[str], flush: Cache
 
 def _prompt_tokens(prompt: Prompt, gen: Generation) -> int | None:
     return len(prompt.input_ids) if prompt.input_ids is not None else prompt_tokens(gen)
+
+
+def _kept(minimum: int | None, prompts: list[Prompt], counts: list[int | None]) -> list[int]:
+    """The indices of the prompts compared: all, or those of `minimum` prompt tokens or more."""
+    if minimum is None:
+        return list(range(len(prompts)))
+    unknown = [p.id for p, n in zip(prompts, counts, strict=True) if n is None]
+    if unknown:
+        raise WarmRefused(
+            f"warm: --min-prompt-tokens {minimum}: the server reported no prompt token count for "
+            f"{len(unknown)}/{len(prompts)} prompts in the cold pass (e.g. {', '.join(unknown[:3])}; SGLang: "
+            "meta_info.prompt_tokens, OpenAI API: usage.prompt_tokens), so whether they are shorter is not "
+            "known; give the prompts as token ids (--tokenizer, or --prompts with input_ids) or leave "
+            "--min-prompt-tokens out"
+        )
+    kept = [k for k, n in enumerate(counts) if n is not None and n >= minimum]
+    if not kept:
+        longest = max(n for n in counts if n is not None)
+        raise UsageError(
+            f"warm: --min-prompt-tokens {minimum} leaves no prompt to compare: the longest of the "
+            f"{len(prompts)} has {longest} prompt tokens; give {longest} or less, or longer prompts"
+        )
+    return kept
 
 
 @dataclass(frozen=True)
@@ -287,6 +347,18 @@ def _inputs(args: argparse.Namespace) -> tuple[list[Prompt], Settings, str, Sele
     return golden.prompts, golden.settings, golden.spec, golden
 
 
+def _left_out_text(summary: dict[str, Any]) -> str:
+    """The verdict line's word on prompts left out, and why."""
+    if not summary["left_out"]:
+        return ""
+    names = ", ".join(f"{p['prompt_id']} ({p['prompt_tokens']})" for p in summary["left_out"][:3])
+    more = ", ..." if len(summary["left_out"]) > 3 else ""
+    return (
+        f"; {len(summary['left_out'])} of {summary['prompts_sent']} prompts left out, shorter than "
+        f"--min-prompt-tokens {summary['min_prompt_tokens']}: {names}{more}"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     spec = parse_engine(args.engine)
     if spec.kind not in FLUSH_PATHS:
@@ -314,12 +386,22 @@ def run(args: argparse.Namespace) -> int:
         before_group=setup.before,
     )
     check_spec(gens, requirement, args.engine)
-    by_pass = _by_pass(plan, gens)
-    ids = [p.id for p in plan.prompts]
+    sent = _by_pass(plan, gens)
+    counts = [_prompt_tokens(p, g) for p, g in zip(plan.prompts, sent[COLD], strict=True)]
+    # Left out after the run: short prompts are still sent (a golden's prompt set stays whole).
+    kept = _kept(args.min_prompt_tokens, plan.prompts, counts)
+    by_pass = {name: [pass_gens[k] for k in kept] for name, pass_gens in sent.items()}
+    compared_prompts = [plan.prompts[k] for k in kept]
+    ids = [p.id for p in compared_prompts]
+    dropped = set(range(len(plan.prompts))) - set(kept)
+    left_out = [{"prompt_id": plan.prompts[k].id, "prompt_tokens": counts[k]} for k in sorted(dropped)]
     if golden is not None:
         label = f"golden {golden.golden.path}"
         side = {"engine": label, "variant": golden.golden.record.get("variant")}
-        ref = Reference(golden.expected, label, side, cold_compared=True)
+        # the golden's answers of the prompts kept, by id, in the plan's order (the golden's own)
+        kept_ids = set(ids)
+        expected = [g for p, g in zip(golden.prompts, golden.expected, strict=True) if p.id in kept_ids]
+        ref = Reference(expected, label, side, cold_compared=True)
     else:
         side = {"engine": args.engine, "variant": "cold pass", "identity": identity}
         ref = Reference(by_pass[COLD], "cold pass", side, cold_compared=False)
@@ -348,7 +430,10 @@ def run(args: argparse.Namespace) -> int:
         "prefix_alignment": alignment(args.shared_prefix) if args.shared_prefix else None,
         "flush": flush.to_json(),
         "primes": setup.primes,
-        "prompts": len(ids),
+        "prompts": len(ids),  # compared; prompts_sent less those left out
+        "prompts_sent": len(plan.prompts),
+        "min_prompt_tokens": args.min_prompt_tokens,
+        "left_out": left_out,
         "compared": len(done) * len(ids),
         # what the verdict is over: every compared answer passed the answer check (answers.py)
         "compared_values": compared(
@@ -361,12 +446,12 @@ def run(args: argparse.Namespace) -> int:
         "hits": [
             {
                 "prompt_id": prompt.id,
-                "prompt_tokens": _prompt_tokens(prompt, by_pass[COLD][k]),
+                "prompt_tokens": counts[kept[k]],
                 **{name: cached_tokens(by_pass[name][k]) for name in by_pass},
             }
-            for k, prompt in enumerate(plan.prompts)
+            for k, prompt in enumerate(compared_prompts)
         ],
-        "refused": _refusals(by_pass, ids, flush),
+        "refused": _refusals(by_pass, ids, [counts[k] for k in kept], flush),
     }
     markdown = args.out / "warm.md"
     atomic_write_text(markdown, warm_markdown(summary))
@@ -379,6 +464,7 @@ def run(args: argparse.Namespace) -> int:
         f"warm: {verdict_word(summary['differ'] == 0)}: {summary['equal']}/{summary['compared']} answers "
         f"equal to the {ref.label} (passes {', '.join(p['name'] for p in done)} of {len(ids)} "
         f"prompts); every warm answer took {summary['warm_hits_min']} or more prompt tokens from the "
-        f"cache; compared: {compared_text(summary['compared_values'])}; report: {markdown}",
+        f"cache{_left_out_text(summary)}; compared: {compared_text(summary['compared_values'])}; "
+        f"report: {markdown}",
     )
     return 0 if summary["differ"] == 0 else 1

@@ -1,5 +1,5 @@
-"""The report of a warm run (`bitexact warm`): its passes, what each was compared with, and the prompt
-tokens each answer took from the cache."""
+"""The report of a warm run (`bitexact warm`): its passes, what each was compared with, the prompt
+tokens each answer took from the cache, and the prompts left out (--min-prompt-tokens)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,21 @@ def _pass_rows(summary: dict[str, Any]) -> list[list[str]]:
     ]
 
 
+def _left_out_line(summary: dict[str, Any]) -> list[str]:
+    """Which prompts were sent and not compared, with their counts; nothing without the option."""
+    minimum = summary.get("min_prompt_tokens")
+    if minimum is None:
+        return []
+    left = summary.get("left_out") or []
+    if not left:
+        return [f"- left out: none (every prompt has --min-prompt-tokens {minimum} or more prompt tokens)"]
+    names = ", ".join(f"{p['prompt_id']} ({p['prompt_tokens']} tokens)" for p in left)
+    return [
+        f"- left out: {len(left)} prompts shorter than --min-prompt-tokens {minimum} (their token ids, else "
+        f"the server's count in the cold pass; sent, not compared, not held to the hit checks): {names}"
+    ]
+
+
 def warm_markdown(summary: dict[str, Any]) -> str:
     passes = [p["name"] for p in summary["passes"]]
     lines = [
@@ -36,7 +51,13 @@ def warm_markdown(summary: dict[str, Any]) -> str:
         f"- identity: {identity_text(summary.get('identity') or {})}",
         f"- settings: {settings_text(summary['settings'])}",
         f"- prompts: {summary['prompts']}"
+        + (
+            f" compared of {summary['prompts_sent']} sent"
+            if summary.get("prompts_sent", summary["prompts"]) != summary["prompts"]
+            else ""
+        )
         + (f"; shared prefix {summary['prefix_alignment']}" if summary.get("prefix_alignment") else ""),
+        *_left_out_line(summary),
         f"- cache flush: {text(summary['flush'])}",
         *(f"- refused: {reason}" for reason in summary["refused"]),
         "",
