@@ -8,9 +8,9 @@ TILE_NAMES = ("_TILE_ROWS", "_TILE_WARPS", "_TARGET_PROGRAMS", "_SMALL_TILE_WARP
 DRAFT_NAMES = ("_DRAFT_FREE", "_DRAFT_SPLIT_TOKENS", "_DRAFT_BLOCK_N", "_DRAFT_WARPS", "_DRAFT_TILE_MAX")
 
 # verify tile plans (_TILE_ROWS, _TILE_WARPS, _TARGET_PROGRAMS, _SMALL_TILE_WARPS of patch 0003); the
-# first is the constants' (the H200's own plan, 32 rows with 4 warps, is the last). 16 rows: two draft rows of six heads in decode's own 16-row tile, with 4 warps (the
-# lead; ptxas spills 120 bytes a thread there) or 8 (no spill: bench/kernels/ptx_resources.py), more
-# programs.
+# first is the constants' (the H200's own plan, 32 rows with 4 warps, is the last). 16 rows: two draft
+# rows of six heads in decode's own 16-row tile, with 4 warps (the lead; ptxas spills 120 bytes a thread
+# there) or 8 (no spill: bench/kernels/ptx_resources.py), more programs.
 TILE_PLANS = [
     (32, 8, 4096, 4), (16, 8, 4096, 4), (16, 8, 4096, 8), (16, 8, 16384, 8), (32, 8, 16384, 4),
     (32, 4, 4096, 4),

@@ -86,7 +86,9 @@ def test_the_perf_plan_runs_its_phases_in_order_and_collects(tmp_path: Path) -> 
 def test_an_unknown_plan_is_refused_before_anything_starts(tmp_path: Path) -> None:
     repo, env = _setup(tmp_path)
     refused = _campaign(repo, env, "start", "abc1234", "speed")
-    assert refused.returncode == 2 and "unknown plan speed (e2e, perf, long, radix or recheck)" in refused.stderr
+    assert (
+        refused.returncode == 2 and "unknown plan speed (e2e, perf, long, radix or recheck)" in refused.stderr
+    )
     assert not (tmp_path / "camp").exists()
 
 
