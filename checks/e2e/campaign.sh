@@ -28,7 +28,7 @@
 # cuda-graph batteries that did not start before; P alone, the two radix 27B-shaped servers' prefix reuse.
 # PLAN recheck (issues 26 and 27, after a change to the card's plans or the batteries; tiny model only,
 # nothing timed): the attention GPU checks, the patched tree's parity and radix batteries and the stock
-# tree's radix ones, side by side.
+# tree's radix ones, five streams side by side.
 set -uo pipefail
 work=${E2E_WORK:-/tmp/bitexact-e2e}
 camp=${CAMPAIGN_DIR:-/tmp/bitexact-campaign}
@@ -194,20 +194,24 @@ phases_recheck() {
   cd "$repo" || exit 2
   mkdir -p "$res/kernels"
   local tree=(env "PYTHONPATH=$work/deps" "BITEXACT_SGLANG_TREE=$work/patched")
-  local tiny=0.15 stagger=${CAMPAIGN_STAGGER:-20}
+  local tiny=0.15 stagger=${CAMPAIGN_STAGGER:-10}
   echo "phase C $(date -u +%T)"
-  # Nothing timed: the attention checks with this card's plans (every verify row equal to decode's, the
-  # drafter's plans), and the batteries with them active, side by side.
+  # Nothing timed, five streams side by side (each server variant in its own, so that the slowest
+  # stream is one server's start and its batteries): the attention checks with this card's plans (every
+  # verify row equal to decode's, the drafter's plans) and the batteries with them active.
   "${tree[@]}" "$py" -m pytest -q -rs -p no:cacheprovider --import-mode=importlib \
     checks/gpu/test_attn_exact_verify.py > "$res/kernels/gpu-checks.log" 2>&1 &
   local radix=gpu-radix-cold-warm,gpu-radix-shared-prefix,gpu-radix-long-extend,gpu-radix-inflight-8
-  radix+=,gpu-radix-repeat,gpu-radix-forced-reject,gpu-radix-golden
+  radix+=,gpu-radix-repeat,gpu-radix-golden
   local golden=$res/golden
   mkdir -p "$golden" && cp -r checks/golden/. "$golden/"
   "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$radix" --golden-dir "$golden" \
     --out "$res/e2e-radix" --port 30000 --mem-fraction-static "$tiny" > "$res/stream-radix.log" 2>&1 &
   sleep "$stagger"
-  local parity=gpu-parity-recipe,gpu-parity-inflight-8,gpu-parity-long,gpu-repeat,gpu-parity-forced-reject
+  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only gpu-radix-forced-reject \
+    --out "$res/e2e-radix-reject" --port 30003 --mem-fraction-static "$tiny" > "$res/stream-radix-reject.log" 2>&1 &
+  sleep "$stagger"
+  local parity=gpu-parity-recipe,gpu-parity-inflight-8,gpu-parity-long,gpu-repeat
   "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$parity" --out "$res/e2e" \
     --port 30002 --mem-fraction-static "$tiny" > "$res/stream-parity.log" 2>&1 &
   sleep "$stagger"

@@ -181,8 +181,10 @@ def test_the_recheck_plan_runs_the_checks_and_both_trees_batteries_side_by_side(
     batteries = {c.split("--tree ")[1].split()[0] + ":" + c.split("--only ")[1].split()[0] for c in runs}
     assert "stock:gpu-radix-cold-warm,gpu-radix-shared-prefix" in batteries
     patched = [b for b in batteries if b.startswith("patched:")]
-    assert len(patched) == 2 and any("gpu-radix-golden" in b for b in patched)
-    assert any("gpu-repeat" in b and "gpu-parity-forced-reject" in b for b in patched)
+    assert len(patched) == 3 and any("gpu-radix-golden" in b for b in patched)
+    assert "patched:gpu-radix-forced-reject" in batteries  # its own server, its own stream
+    assert any("gpu-repeat" in b and "gpu-parity-long" in b for b in patched)
+    assert len({c.split("--port ")[1].split()[0] for c in runs}) == len(runs)
     assert all("--mem-fraction-static 0.15" in c for c in runs)
     log = (tmp_path / "camp" / "campaign.log").read_text()
     assert log.index("phase C") < log.index("done")
