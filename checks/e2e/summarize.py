@@ -29,10 +29,16 @@ def verdict_lines(tree: Path) -> list[str]:
         for result in entry.get("results", []):
             summary = result["summary"]
             if isinstance(summary, dict) and summary.get("verb") == "warm":
-                parts.append(
+                line = (
                     f"warm ({summary['mode']}): {summary['equal']}/{summary['compared']} answers equal to "
                     f"the {summary['reference']}, each warm one {summary['warm_hits_min']}+ tokens cached"
                 )
+                left_out = summary.get("left_out") or []
+                if left_out:  # sent, not compared: shorter than the battery's --min-prompt-tokens
+                    names = ", ".join(f"{p['prompt_id']} ({p['prompt_tokens']})" for p in left_out)
+                    under = summary["min_prompt_tokens"]
+                    line += f"; {len(left_out)} prompts left out, under {under} tokens: {names}"
+                parts.append(line)
             elif isinstance(summary, dict) and "prompts" in summary:
                 what = summary["verb"]
                 if "equal" in summary:

@@ -184,6 +184,7 @@ def test_the_summary_line_of_a_radix_battery(card: dict[str, str], tmp_path: Pat
     # 22 of the 24 prompts, twice: en-short-fact and en-count are shorter than --min-prompt-tokens 65
     assert [p["prompt_id"] for p in result["summary"]["left_out"]] == ["en-short-fact", "en-count"]
     assert "warm (plain): 44/44 answers equal to the cold pass, each warm one " in line
+    assert "; 2 prompts left out, under 65 tokens: en-short-fact (" in line  # the summary says so too
 
 
 def test_a_capacity_battery_fails_when_answers_move(
