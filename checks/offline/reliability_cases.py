@@ -128,6 +128,11 @@ def mkdir(rel: str) -> Setup:
 
 PROMPTS = '{"id": "p0", "input_ids": [5, 6, 7]}\n{"id": "p1", "input_ids": [9, 10]}\n'
 prompts = write("p.jsonl", PROMPTS)
+# a 100-token prompt and a 10-token one: on a cache that matches in 64-token units only the first can hit
+MIXED_LENGTHS = "".join(
+    json.dumps({"id": f"p{n}", "input_ids": [5 + k % 50 for k in range(n)]}) + "\n" for n in (100, 10)
+)
+mixed_lengths = write("p.jsonl", MIXED_LENGTHS)
 
 
 def recipe_with(**changes: object) -> Setup:
@@ -778,6 +783,28 @@ CASES: list[Case] = [
         server="radix-never-hits",
     ),
     Case(
+        "bx-warm-short-prompts",
+        "bitexact",
+        "warm with a prompt shorter than the cache's match unit (64 tokens on SGLang's hybrid cache)",
+        ("warm", "sglang+{url}", *common),
+        2,
+        r"pass warm1 shows no cache hits for 1/2 prompts \(cached tokens reported: p10 \(0\)\); these are "
+        r"the shortest prompts \(10 prompt tokens; the smallest hit in this pass was 64 tokens\).*"
+        r"leave such prompts out with --min-prompt-tokens 65",
+        mixed_lengths,
+        server="radix-hybrid-64",
+    ),
+    Case(
+        "bx-warm-min-prompt-none",
+        "bitexact",
+        "--min-prompt-tokens longer than every prompt",
+        ("warm", "sglang+{url}", "--min-prompt-tokens", "500", *common),
+        2,
+        r"--min-prompt-tokens 500 leaves no prompt to compare: the longest of the 2 has 100 prompt tokens",
+        mixed_lengths,
+        server="radix-hybrid-64",
+    ),
+    Case(
         "bx-warm-cold-hits",
         "bitexact",
         "a shared prefix on a server that cannot flush its cache",
@@ -922,7 +949,7 @@ CASES: list[Case] = [
         "a server answering a NaN logprob",
         ("repeat", "sglang+{url}", "-n", "2", "-b", "1", *common),
         2,
-        r"prompt 'p0#r0', position 2: the logprob of token \d+ is nan: the engine's numerics are broken",
+        r"prompt 'p0#r\d+', position 2: the logprob of token \d+ is nan: the engine's numerics are broken",
         prompts,
         server="nan",
     ),

@@ -70,6 +70,7 @@ def concrete(message: str) -> str:
         ("pid N", "pid 1"),
         ("PORT", "1234"),
         ("KEY", "0123abcd"),
+        ("#rN'", "#r0'"),
     ):
         message = message.replace(name, value)
     return message
@@ -82,9 +83,9 @@ def line_cells(line: str) -> list[str]:
 def test_messages_are_made_generic_for_the_page(tmp_path: Path) -> None:
     raw = (
         f"{tmp_path}/o/repeat-sglang_http_127.0.0.1_45678-0123abcd.jsonl at 127.0.0.1:30000 "
-        f"[e2e 10:11:12] port 51249 is taken (pid 77: {sys.executable} -c x)"
+        f"[e2e 10:11:12] port 51249 is taken (pid 77: {sys.executable} -c x); answer for 'p0#r1'"
     )
     assert runner.generic(raw, tmp_path, (45678, 51249)) == (
         "$TMP/o/repeat-sglang_http_127.0.0.1_PORT-KEY.jsonl at 127.0.0.1:30000 "
-        "port PORT is taken (pid N: python -c x)"
+        "port PORT is taken (pid N: python -c x); answer for 'p0#rN'"
     )
