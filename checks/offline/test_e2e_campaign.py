@@ -107,13 +107,19 @@ def test_the_e2e_plan_records_alone_then_runs_four_streams(tmp_path: Path) -> No
     assert "check:stock=stock" in drift and "check:revert-0003=revert-0003" in drift
 
 
-def test_the_long_plan_benches_alone_checks_beside_the_warm_start_then_measures(tmp_path: Path) -> None:
+def _run_plan(tmp_path: Path, plan: str) -> list[str]:
+    """Start PLAN with the stand-in programs and no head starts, wait for it, return the calls in order."""
     repo, env = _setup(tmp_path)
     env["CAMPAIGN_WARM_HEAD_START"] = "0"
-    assert _campaign(repo, env, "start", "abc1234", "long").returncode == 0
+    env["CAMPAIGN_STAGGER"] = "0"
+    assert _campaign(repo, env, "start", "abc1234", plan).returncode == 0
     done = _campaign(repo, env, "wait", "60")
     assert "CAMPAIGN DONE" in done.stdout, done.stdout + done.stderr
-    calls = (tmp_path / "calls.log").read_text().splitlines()
+    return (tmp_path / "calls.log").read_text().splitlines()
+
+
+def test_the_long_plan_benches_alone_checks_beside_the_warm_start_then_measures(tmp_path: Path) -> None:
+    calls = _run_plan(tmp_path, "long")
     assert calls[0] == "bench/kernels/bench_attn_verify.py"  # phase K, alone
     measures = [c for c in calls if "run.py measure" in c]
     assert [c.split("--server ")[1].split()[0] for c in measures] == ["exact-spec", "exact-no-spec"]
@@ -136,13 +142,7 @@ def test_the_long_plan_benches_alone_checks_beside_the_warm_start_then_measures(
 
 
 def test_the_radix_plan_benches_alone_runs_the_batteries_beside_then_measures_reuse(tmp_path: Path) -> None:
-    repo, env = _setup(tmp_path)
-    env["CAMPAIGN_WARM_HEAD_START"] = "0"
-    env["CAMPAIGN_STAGGER"] = "0"
-    assert _campaign(repo, env, "start", "abc1234", "radix").returncode == 0
-    done = _campaign(repo, env, "wait", "60")
-    assert "CAMPAIGN DONE" in done.stdout, done.stdout + done.stderr
-    calls = (tmp_path / "calls.log").read_text().splitlines()
+    calls = _run_plan(tmp_path, "radix")
     assert calls[0] == "bench/kernels/bench_attn_verify.py --quick"  # phase K, alone
     assert "run.py measure" in calls[-1]  # phase P, last and alone: both radix servers' reuse
     assert "--server exact-spec-radix --server stock-spec-radix" in calls[-1]
@@ -168,12 +168,7 @@ def test_the_radix_plan_benches_alone_runs_the_batteries_beside_then_measures_re
 
 
 def test_the_recheck_plan_runs_the_checks_and_both_trees_batteries_side_by_side(tmp_path: Path) -> None:
-    repo, env = _setup(tmp_path)
-    env["CAMPAIGN_STAGGER"] = "0"
-    assert _campaign(repo, env, "start", "abc1234", "recheck").returncode == 0
-    done = _campaign(repo, env, "wait", "60")
-    assert "CAMPAIGN DONE" in done.stdout, done.stdout + done.stderr
-    calls = (tmp_path / "calls.log").read_text().splitlines()
+    calls = _run_plan(tmp_path, "recheck")
     assert not any("bench_attn_verify" in c or "run.py" in c for c in calls)  # nothing timed
     checks = next(c for c in calls if "-m pytest" in c)
     assert "checks/gpu/test_attn_exact_verify.py" in checks and " -k " not in checks
