@@ -14,12 +14,15 @@ Decode rows (per layer call, us):
   (fixed 256-token splits, max_kv_splits 1024); exact = the same arithmetic through 0003's kernels;
   stock = SGLang's decode without deterministic inference (adaptive splits, at most 8), what stock
   serving runs.
+The exact rows run the card's own plan (0003's _CARD_PLANS over its constants); the JSON's `plan` says
+which values that was.
 Verify tile plans (issue 26's lead): the shared-rows kernel with other (MMA tile rows, warps, target
-programs) than the shipped (32, 8, 4096), set on the patched module; each plan's rows are compared for
-bits with the shipped plan's first and timed only when equal (checks/gpu/test_attn_exact_verify.py
-proves the same plans equal to decode).
-Draft plans: the drafter's block under patch 0003's free draft plan (off as shipped) with other splits,
-KV tiles and warps: time, relative error against the shipped plan, repeatability (two runs' bits).
+programs) than the constants' (32, 8, 4096), set on the patched module with the card's plan emptied; each
+plan's rows are compared for bits with the constants' plan's first and timed only when equal
+(checks/gpu/test_attn_exact_verify.py proves the same plans equal to decode).
+Draft plans: the drafter's block under patch 0003's free draft plan (off in the constants) with other
+splits, KV tiles and warps: time, relative error against the constants' plan, repeatability (two runs'
+bits).
 Prefill (a prompt's chunks of 8192 tokens, ms): released = the unified kernel as released (0006 taken
 off); 0006 = with the causal stop; stock = SGLang's two-stage `_fwd_kernel` (stock serving). Launch
 configurations of the 0006 kernel beyond the shipped one are checked for bits against it first and
@@ -117,7 +120,6 @@ def unified_launch(module, case, block_m: int, warps: int):  # noqa: ANN001, ANN
 def plan_sweep(harness, names, plans, seed: int, measure) -> list[dict]:  # noqa: ANN001
     """measure(case, batch, reference) under each plan (patch 0003's module constants `names` set to
     it, then restored) for every case of PLAN_CASES; reference: the shipped plan's output (plans[0])."""
-    import torch
     from sglang.srt.layers.attention import exact_verify_attention as rows_module
 
     shipped_plan = tuple(getattr(rows_module, n) for n in names)
@@ -129,6 +131,16 @@ def plan_sweep(harness, names, plans, seed: int, measure) -> list[dict]:  # noqa
     card_plans = getattr(rows_module, "_CARD_PLANS", None)
     if card_plans is not None:
         rows_module._CARD_PLANS = {}
+    try:
+        return _sweep(harness, rows_module, names, plans, shipped_plan, seed, measure)
+    finally:  # the card's plan back, whatever happened in the sweep
+        if card_plans is not None:
+            rows_module._CARD_PLANS = card_plans
+
+
+def _sweep(harness, rows_module, names, plans, shipped_plan, seed: int, measure) -> list[dict]:  # noqa: ANN001
+    import torch
+
     out = []
     for bs, prefix in PLAN_CASES:
         case = harness.make_case([prefix] * bs, WIDTH, seed=prefix + seed)
@@ -148,8 +160,6 @@ def plan_sweep(harness, names, plans, seed: int, measure) -> list[dict]:  # noqa
         out.append(row)
         del case
         torch.cuda.empty_cache()
-    if card_plans is not None:
-        rows_module._CARD_PLANS = card_plans
     return out
 
 
@@ -241,7 +251,14 @@ def main() -> int:
     from sglang.kernels.ops.attention import extend_attention
 
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
-    results: dict = {"rows": [], "prefill": {}}
+    from sglang.srt.layers.attention import exact_verify_attention as rows_module
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    plan_names = (*TILE_NAMES, *DRAFT_NAMES)
+    # what the exact rows ran: the card's plan over the constants (constants alone before _CARD_PLANS)
+    value = getattr(rows_module, "plan_value", lambda name, _device: getattr(rows_module, name))
+    results: dict = {"rows": [], "prefill": {}, "plan": {n: value(n, device) for n in plan_names}}
+    print(f"plan of the exact rows: {results['plan']}")
     columns = [
         "verify_stock", "verify_exact", "draft_stock", "draft_exact",
         "decode_stock-det", "decode_exact", "decode_stock",

@@ -158,6 +158,13 @@ def draft_plan(request, sglang_root, monkeypatch):
     if request.param != "card":
         monkeypatch.setattr(rows_module, "_CARD_PLANS", {})
         monkeypatch.setattr(rows_module, "_DRAFT_FREE", request.param == "free")
+    else:
+        import torch
+
+        device = torch.device("cuda", torch.cuda.current_device())
+        if torch.cuda.get_device_capability(device) == (9, 0):  # the H200's entry: the free plan, 64 rows
+            assert rows_module.plan_value("_DRAFT_FREE", device) is True
+            assert rows_module.plan_value("_DRAFT_TILE_MAX", device) == 64
     return request.param
 
 

@@ -17,9 +17,24 @@ import smallm_table  # noqa: E402
 ROWS_FILE = "python/sglang/srt/layers/attention/exact_verify_attention.py"
 
 
-def _patch_constants() -> dict[str, object]:
+def _patch_source() -> str:
     text = (REPO / "patches" / "sglang" / "0003-exact-verify-attention.patch").read_text()
-    source = smallm_table.new_file_from_patch(text, ROWS_FILE)
+    return smallm_table.new_file_from_patch(text, ROWS_FILE)
+
+
+def _read_per_card() -> set[str]:
+    """The constants the patch reads through plan_value (a card's entry applies to those alone)."""
+    return {
+        node.args[0].value
+        for node in ast.walk(ast.parse(_patch_source()))
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", None) == "plan_value"
+        and isinstance(node.args[0], ast.Constant)
+    }
+
+
+def _patch_constants() -> dict[str, object]:
+    source = _patch_source()
     constants = {}
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
@@ -57,6 +72,8 @@ def test_each_cards_plan_is_one_the_sweeps_time_and_the_checks_prove() -> None:
     constants = _patch_constants()
     for card, overrides in constants["_CARD_PLANS"].items():
         assert set(overrides) <= set(plans.TILE_NAMES) | set(plans.DRAFT_NAMES), card
+        # an entry naming a constant read straight from the module would be ignored at launch
+        assert set(overrides) <= _read_per_card(), (card, set(overrides) - _read_per_card())
         merged = {**constants, **overrides}
         assert tuple(merged[n] for n in plans.TILE_NAMES) in plans.TILE_PLANS, card
         assert tuple(merged[n] for n in plans.DRAFT_NAMES) in plans.DRAFT_PLANS, card
