@@ -36,6 +36,7 @@ ROWS_CONSTANTS = (
     "_MERGE_CHUNK",
     "_DRAFT_BLOCK_N",
     "_DRAFT_TILE_MAX",
+    "_DRAFT_SPLIT_TOKENS",
 )
 HEADER = "import math\nfrom typing import Any, Optional\n\nimport triton\nimport triton.language as tl\n"
 MAX_SPLITS = 16  # a 4096-token context at SGLang's split tile of 256
@@ -100,7 +101,11 @@ def run_case(decode, rows, geometry, prefixes, width, layout, programs, seed) ->
     else:  # the drafter's block (also under the free draft plan), or decode rows (width 1)
         lens = [p + width for p in prefixes for _ in range(width)]
     lens_t = torch.tensor(lens, dtype=torch.int32)
-    splits = (lens_t + SPLIT_TILE - 1) // SPLIT_TILE
+    free = layout.startswith("block-free")
+    # decode's split rule, or the free draft plan's fixed splits (draft_split_counts): decode's kernel is
+    # then given the same split counts, so the two are compared split by split
+    split_tile = rows._DRAFT_SPLIT_TOKENS if free else SPLIT_TILE
+    splits = ((lens_t + split_tile - 1) // split_tile).clamp(1, MAX_SPLITS)
     n_rows = bs * width
     q = torch.randn((n_rows, heads, dim), generator=gen).to(torch.bfloat16)
     scale = dim**-0.5
@@ -127,13 +132,14 @@ def run_case(decode, rows, geometry, prefixes, width, layout, programs, seed) ->
         kv_group_num=group, q_head_num=heads, BLOCK_DMODEL=dim, BLOCK_DPE=0, BLOCK_DV=dim, BLOCK_N=32,
         BLOCK_H=16, MIN_BLOCK_KV=32, logit_cap=0.0, xai_temperature_len=-1, Lk=dim, Lv=dim,
     )  # fmt: skip
-    free = layout.startswith("block-free")
-    # the free draft plan as shipped, or with 64-token KV tiles and a 64-row tile (plans the bench times)
+    # the free draft plan with the constants' tiles, or the H200's (_CARD_PLANS): 64-token KV tiles and a
+    # 64-row tile, so split starts (544 at 1068 tokens) need not be multiples of the KV tile
     wide = layout == "block-free-wide"
     block_n, tile_max = (64, 64) if wide else (rows._DRAFT_BLOCK_N, rows._DRAFT_TILE_MAX)
-    shipped_max, rows._DRAFT_TILE_MAX = rows._DRAFT_TILE_MAX, tile_max
-    per_program, row_groups, tile_rows = (rows.draft_plan if free else rows.tile_plan)(width, group)
-    rows._DRAFT_TILE_MAX = shipped_max
+    if free:
+        per_program, row_groups, tile_rows = rows.draft_plan(width, group, tile_max)
+    else:
+        per_program, row_groups, tile_rows = rows.tile_plan(width, group)
     rows._shared_rows_stage1[(bs * row_groups, tiles, programs)](
         q, k_buf, v_buf, scale, req_indptr, kv_indices, row_indptr if from_indptr else lens_t, splits,
         got_o, got_l, MAX_SPLITS, programs,
@@ -185,7 +191,7 @@ CASES = [
     ((8, 2, 64), [300], 8, "block", 1),
     # the free draft plan (its KV tiles of 64 and its row sum differ from decode's: equal within 1e-6 only)
     ((12, 2, 64), [700, 1], 8, "block-free", 2),
-    ((8, 2, 64), [257, 40], 8, "block-free-wide", 1),
+    ((12, 2, 64), [1060, 40], 8, "block-free-wide", 1),  # 48 rows in a 64-row tile, splits at 544
     ((12, 2, 64), [33, 2200, 511], 1, "decode", 2),
 ]
 
