@@ -29,6 +29,9 @@
 # PLAN recheck (issues 26 and 27, after a change to the card's plans or the batteries; tiny model only,
 # nothing timed): the attention GPU checks, the patched tree's parity and radix batteries and the stock
 # tree's radix ones, five streams side by side.
+# PLAN targets (issue 26's targets and issue 27's batteries; after `bench/perf/h200.sh model` too): C side
+# by side, nothing timed: the exact 27B-shaped server's first start and recheck's four battery streams;
+# P alone, the four 27B-shaped servers measured one after another (what each target reads, no more).
 set -uo pipefail
 work=${E2E_WORK:-/tmp/bitexact-e2e}
 camp=${CAMPAIGN_DIR:-/tmp/bitexact-campaign}
@@ -189,18 +192,11 @@ phases_radix() {
   touch "$camp/done"
 }
 
-phases_recheck() {
-  local res=$camp/res repo=$camp/repo
-  cd "$repo" || exit 2
-  mkdir -p "$res/kernels"
-  local tree=(env "PYTHONPATH=$work/deps" "BITEXACT_SGLANG_TREE=$work/patched")
-  local tiny=0.15 stagger=${CAMPAIGN_STAGGER:-10}
-  echo "phase C $(date -u +%T)"
-  # Nothing timed, five streams side by side (each server variant in its own, so that the slowest
-  # stream is one server's start and its batteries): the attention checks with this card's plans (every
-  # verify row equal to decode's, the drafter's plans) and the batteries with them active.
-  "${tree[@]}" "$py" -m pytest -q -rs -p no:cacheprovider --import-mode=importlib \
-    checks/gpu/test_attn_exact_verify.py > "$res/kernels/gpu-checks.log" 2>&1 &
+# The patched tree's radix and parity batteries and the stock tree's radix ones, four streams started
+# STAGGER seconds apart (each server variant in its own, so that the slowest stream is one server's start
+# and its batteries), at TINY of the memory free at each start. Background jobs of the caller's shell.
+battery_streams() {
+  local tiny=$1 stagger=$2 res=$camp/res
   local radix=gpu-radix-cold-warm,gpu-radix-shared-prefix,gpu-radix-long-extend,gpu-radix-inflight-8
   radix+=,gpu-radix-repeat,gpu-radix-golden
   local golden=$res/golden
@@ -217,7 +213,51 @@ phases_recheck() {
   sleep "$stagger"
   "$py" checks/e2e/batteries.py --work "$work" --tree stock --only gpu-radix-cold-warm,gpu-radix-shared-prefix \
     --out "$res/e2e-radix-stock" --port 30001 --mem-fraction-static "$tiny" > "$res/stream-radix-stock.log" 2>&1 &
+}
+
+phases_recheck() {
+  local res=$camp/res repo=$camp/repo
+  cd "$repo" || exit 2
+  mkdir -p "$res/kernels"
+  local tree=(env "PYTHONPATH=$work/deps" "BITEXACT_SGLANG_TREE=$work/patched")
+  echo "phase C $(date -u +%T)"
+  # Nothing timed: the attention checks with this card's plans (every verify row equal to decode's, the
+  # drafter's plans) and the batteries with them active.
+  "${tree[@]}" "$py" -m pytest -q -rs -p no:cacheprovider --import-mode=importlib \
+    checks/gpu/test_attn_exact_verify.py > "$res/kernels/gpu-checks.log" 2>&1 &
+  battery_streams 0.15 "${CAMPAIGN_STAGGER:-10}"
   wait
+  echo "done $(date -u +%T)"
+  touch "$camp/done"
+}
+
+phases_targets() {
+  local res=$camp/res repo=$camp/repo
+  cd "$repo" || exit 2
+  mkdir -p "$res"
+  echo "phase C $(date -u +%T)"
+  # Nothing timed: the exact 27B-shaped server's first start (its kernels compile into the cache) beside
+  # the batteries of plan recheck, as in plan radix (the 27B server first, so its pools are sized before).
+  "$py" bench/perf/run.py warm --work "$work" --server exact-spec --log "$res/warm/exact-spec.log" \
+    --mem-fraction-static 0.5 --port 30030 > "$res/stream-warm.log" 2>&1 &
+  sleep "${CAMPAIGN_WARM_HEAD_START:-90}"  # seconds: its pools are allocated by then
+  battery_streams 0.15 "${CAMPAIGN_STAGGER:-10}"
+  wait
+  echo "phase P $(date -u +%T)"
+  # Issue 26's targets, the four servers alone one after another, the exact ones first. Only what a
+  # target reads is profiled: exact-spec's cycle at the three contexts, exact-no-spec's step at 131072
+  # (verify against one decode step); the stock servers' bench only, and stock no-spec's short lengths
+  # only (its target is at 640). The prefill profile's kernels did not change since 2026-12-01.
+  local m=(bench/perf/run.py measure --work "$work" --results "$res/perf" --prefill-prompt 0
+    --start-timeout 900 --deadline-s 100000)
+  "$py" "${m[@]}" --server exact-spec >> "$res/stream-perf.log" 2>&1
+  echo "exact-spec exit $? $(date -u +%T)"
+  "$py" "${m[@]}" --server exact-no-spec --profile-prompt 131072 >> "$res/stream-perf.log" 2>&1
+  echo "exact-no-spec exit $? $(date -u +%T)"
+  "$py" "${m[@]}" --server stock-spec --no-profile >> "$res/stream-perf.log" 2>&1
+  echo "stock-spec exit $? $(date -u +%T)"
+  "$py" "${m[@]}" --server stock-no-spec --no-profile --long-lengths '' >> "$res/stream-perf.log" 2>&1
+  echo "stock-no-spec exit $? $(date -u +%T)"
   echo "done $(date -u +%T)"
   touch "$camp/done"
 }
@@ -226,12 +266,12 @@ case "$step" in
   start)
     BUILD_ID=${2:?start BUILD_ID}
     plan=${3:-e2e}
-    case "$plan" in e2e | perf | long | radix | recheck) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix or recheck)" >&2; exit 2 ;; esac
+    case "$plan" in e2e | perf | long | radix | recheck | targets) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck or targets)" >&2; exit 2 ;; esac
     export BUILD_ID
     rm -rf "$camp" && mkdir -p "$camp/repo"
     # A copy: later calls replace the working tree under the running phases.
     tar --exclude=./.gpu --exclude=./.git -cf - . | tar -xf - -C "$camp/repo"
-    setsid bash -c "$(declare -f "phases_$plan"); work=$work camp=$camp py=$py BUILD_ID=$BUILD_ID phases_$plan" \
+    setsid bash -c "$(declare -f "phases_$plan" battery_streams); work=$work camp=$camp py=$py BUILD_ID=$BUILD_ID phases_$plan" \
       > "$camp/campaign.log" 2>&1 < /dev/null &
     echo "campaign started (log $camp/campaign.log)" ;;
   collect)

@@ -87,7 +87,7 @@ def test_an_unknown_plan_is_refused_before_anything_starts(tmp_path: Path) -> No
     repo, env = _setup(tmp_path)
     refused = _campaign(repo, env, "start", "abc1234", "speed")
     assert (
-        refused.returncode == 2 and "unknown plan speed (e2e, perf, long, radix or recheck)" in refused.stderr
+        refused.returncode == 2 and "unknown plan speed (e2e, perf, long, radix, recheck or targets)" in refused.stderr
     )
     assert not (tmp_path / "camp").exists()
 
@@ -183,3 +183,31 @@ def test_the_recheck_plan_runs_the_checks_and_both_trees_batteries_side_by_side(
     assert all("--mem-fraction-static 0.15" in c for c in runs)
     log = (tmp_path / "camp" / "campaign.log").read_text()
     assert log.index("phase C") < log.index("done")
+
+
+def test_the_targets_plan_warms_beside_the_batteries_then_measures_the_four_servers_alone(tmp_path: Path) -> None:
+    calls = _run_plan(tmp_path, "targets")
+    measures = [c for c in calls if "run.py measure" in c]
+    assert [c.split("--server ")[1].split()[0] for c in measures] == [
+        "exact-spec",
+        "exact-no-spec",
+        "stock-spec",
+        "stock-no-spec",
+    ]
+    assert calls[-4:] == measures  # phase P last, one server after the other
+    assert all("--prefill-prompt 0" in c and "--start-timeout 900" in c for c in measures)
+    assert "--profile-prompt" not in measures[0] and "--no-profile" not in measures[0]  # every context
+    assert "--profile-prompt 131072" in measures[1]
+    assert all("--no-profile" in c for c in measures[2:])
+    assert "--long-lengths" in measures[3] and "--long-lengths" not in measures[2]
+    side = calls[:-4]
+    assert "run.py warm" in side[0] and "--server exact-spec " in side[0] + " "  # first: its pools first
+    assert not any("-m pytest" in c or "bench_attn_verify" in c for c in side)
+    runs = [c for c in side if "batteries.py" in c]
+    batteries = {c.split("--tree ")[1].split()[0] + ":" + c.split("--only ")[1].split()[0] for c in runs}
+    assert "stock:gpu-radix-cold-warm,gpu-radix-shared-prefix" in batteries
+    assert "patched:gpu-radix-forced-reject" in batteries
+    assert any("gpu-repeat" in b and "gpu-parity-long" in b for b in batteries)
+    assert len({c.split("--port ")[1].split()[0] for c in runs + side[:1]}) == len(runs) + 1
+    log = (tmp_path / "camp" / "campaign.log").read_text()
+    assert log.index("phase C") < log.index("phase P") < log.index("stock-no-spec exit 0") < log.index("done")
