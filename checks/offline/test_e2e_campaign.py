@@ -87,7 +87,8 @@ def test_an_unknown_plan_is_refused_before_anything_starts(tmp_path: Path) -> No
     repo, env = _setup(tmp_path)
     refused = _campaign(repo, env, "start", "abc1234", "speed")
     assert (
-        refused.returncode == 2 and "unknown plan speed (e2e, perf, long, radix, recheck or targets)" in refused.stderr
+        refused.returncode == 2
+        and "unknown plan speed (e2e, perf, long, radix, recheck or targets)" in refused.stderr
     )
     assert not (tmp_path / "camp").exists()
 
@@ -185,7 +186,7 @@ def test_the_recheck_plan_runs_the_checks_and_both_trees_batteries_side_by_side(
     assert log.index("phase C") < log.index("done")
 
 
-def test_the_targets_plan_warms_beside_the_batteries_then_measures_the_four_servers_alone(tmp_path: Path) -> None:
+def test_the_targets_plan_warms_beside_the_batteries_then_measures_four_servers(tmp_path: Path) -> None:
     calls = _run_plan(tmp_path, "targets")
     measures = [c for c in calls if "run.py measure" in c]
     assert [c.split("--server ")[1].split()[0] for c in measures] == [
