@@ -38,6 +38,14 @@ camp=${CAMPAIGN_DIR:-/tmp/bitexact-campaign}
 py=${PYTHON:-python3}
 step=${1:?step: start, collect or wait}
 
+# SERVER's first start (its kernels compile into the cache) at half the card, in the background of the
+# caller's shell, then a head start: its pools are sized before the tiny servers beside it start.
+warm_first() {
+  "$py" bench/perf/run.py warm --work "$work" --server "$1" --log "$res/warm/$1.log" \
+    --mem-fraction-static 0.5 --port 30030 > "$res/stream-warm.log" 2>&1 &
+  sleep "${CAMPAIGN_WARM_HEAD_START:-90}"  # seconds: its pools are allocated by then
+}
+
 phases_e2e() {
   local res=$camp/res repo=$camp/repo
   cd "$repo" || exit 2
@@ -110,9 +118,7 @@ phases_long() {
   # nothing, at a share of the card (its static pools need 0.5); it is first, so that its pools are sized
   # before the others start. The tiny servers get 0.12 each: at 0.1 beside it SGLang found no room for
   # their KV caches (2026-12-01, docs/evidence/long-context-h200-2026-12-01).
-  "$py" bench/perf/run.py warm --work "$work" --server exact-spec --log "$res/warm/exact-spec.log" \
-    --mem-fraction-static 0.5 --port 30030 > "$res/stream-warm.log" 2>&1 &
-  sleep "${CAMPAIGN_WARM_HEAD_START:-90}"  # seconds: its pools are allocated by then
+  warm_first exact-spec
   # The kernels this plan changes (attention, the unified extend kernel) and the GDN ones. The GEMM
   # dispatch checks need a DeepGEMM that works or none; deps/ holds sgl-deep-gemm 0.2.0, which fails on
   # this host's sm_90 with torch 2.11 (docs/e2e.md), so they run elsewhere (docs/kernels.md).
@@ -158,9 +164,7 @@ phases_radix() {
   echo "phase C $(date -u +%T)"
   # The exact 27B-shaped server's first start compiles its kernels, beside runs that time nothing (as in
   # plan long), for phase P's radix server.
-  "$py" bench/perf/run.py warm --work "$work" --server exact-spec-radix --log "$res/warm/exact-spec-radix.log" \
-    --mem-fraction-static 0.5 --port 30030 > "$res/stream-warm.log" 2>&1 &
-  sleep "${CAMPAIGN_WARM_HEAD_START:-90}"  # seconds: its pools are allocated by then
+  warm_first exact-spec-radix
   "${tree[@]}" "$py" -m pytest -q -rs -p no:cacheprovider --import-mode=importlib \
     checks/gpu/test_gdn_prefix_snapshot.py checks/gpu/test_attn_exact_verify.py -k "snapshot or tile_plans or draft" \
     > "$res/kernels/gpu-checks.log" 2>&1 &
@@ -238,9 +242,7 @@ phases_targets() {
   echo "phase C $(date -u +%T)"
   # Nothing timed: the exact 27B-shaped server's first start (its kernels compile into the cache) beside
   # the batteries of plan recheck, as in plan radix (the 27B server first, so its pools are sized before).
-  "$py" bench/perf/run.py warm --work "$work" --server exact-spec --log "$res/warm/exact-spec.log" \
-    --mem-fraction-static 0.5 --port 30030 > "$res/stream-warm.log" 2>&1 &
-  sleep "${CAMPAIGN_WARM_HEAD_START:-90}"  # seconds: its pools are allocated by then
+  warm_first exact-spec
   battery_streams 0.15 "${CAMPAIGN_STAGGER:-10}"
   wait
   echo "phase P $(date -u +%T)"
@@ -271,7 +273,7 @@ case "$step" in
     rm -rf "$camp" && mkdir -p "$camp/repo"
     # A copy: later calls replace the working tree under the running phases.
     tar --exclude=./.gpu --exclude=./.git -cf - . | tar -xf - -C "$camp/repo"
-    setsid bash -c "$(declare -f "phases_$plan" battery_streams); work=$work camp=$camp py=$py BUILD_ID=$BUILD_ID phases_$plan" \
+    setsid bash -c "$(declare -f); work=$work camp=$camp py=$py BUILD_ID=$BUILD_ID phases_$plan" \
       > "$camp/campaign.log" 2>&1 < /dev/null &
     echo "campaign started (log $camp/campaign.log)" ;;
   collect)
