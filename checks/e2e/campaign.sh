@@ -32,6 +32,11 @@
 # PLAN targets (issue 26's targets and issue 27's batteries; after `bench/perf/h200.sh model` too): C side
 # by side, nothing timed: the exact 27B-shaped server's first start and recheck's four battery streams;
 # P alone, the four 27B-shaped servers measured one after another (what each target reads, no more).
+# PLAN finish (issues 26 and 27 to their end; after `bench/perf/h200.sh model` too): C side by side,
+# nothing timed: the exact 27B-shaped server's first start and, in one stream (one tiny server at a
+# time: two starting together once failed SGLang's pool sizing), the radix batteries that have no exit
+# code on the card yet; P alone, plan targets' four servers, then the draft-window variant at 32768 and
+# 131072 tokens (last, since a cut by the end of the device time should cost the least there).
 set -uo pipefail
 work=${E2E_WORK:-/tmp/bitexact-e2e}
 camp=${CAMPAIGN_DIR:-/tmp/bitexact-campaign}
@@ -245,11 +250,17 @@ phases_targets() {
   warm_first exact-spec
   battery_streams 0.15 "${CAMPAIGN_STAGGER:-10}"
   wait
+  measure_targets
+  echo "done $(date -u +%T)"
+  touch "$camp/done"
+}
+
+# Issue 26's targets, the four 27B-shaped servers alone one after another, the exact ones first. Only
+# what a target reads is profiled: exact-spec's cycle at the three contexts, exact-no-spec's step at
+# 131072 (verify against one decode step); the stock servers' bench only, and stock no-spec's short
+# lengths only (its target is at 640). The prefill profile's kernels did not change since 2026-12-01.
+measure_targets() {
   echo "phase P $(date -u +%T)"
-  # Issue 26's targets, the four servers alone one after another, the exact ones first. Only what a
-  # target reads is profiled: exact-spec's cycle at the three contexts, exact-no-spec's step at 131072
-  # (verify against one decode step); the stock servers' bench only, and stock no-spec's short lengths
-  # only (its target is at 640). The prefill profile's kernels did not change since 2026-12-01.
   local m=(bench/perf/run.py measure --work "$work" --results "$res/perf" --prefill-prompt 0
     --start-timeout 900 --deadline-s 100000)
   "$py" "${m[@]}" --server exact-spec >> "$res/stream-perf.log" 2>&1
@@ -260,6 +271,26 @@ phases_targets() {
   echo "stock-spec exit $? $(date -u +%T)"
   "$py" "${m[@]}" --server stock-no-spec --no-profile --long-lengths '' >> "$res/stream-perf.log" 2>&1
   echo "stock-no-spec exit $? $(date -u +%T)"
+}
+
+phases_finish() {
+  local res=$camp/res repo=$camp/repo
+  cd "$repo" || exit 2
+  mkdir -p "$res"
+  echo "phase C $(date -u +%T)"
+  warm_first exact-spec
+  local golden=$res/golden
+  mkdir -p "$golden" && cp -r checks/golden/. "$golden/"
+  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only gpu-radix-golden,gpu-radix-forced-reject \
+    --golden-dir "$golden" --out "$res/e2e-radix" --port 30000 --mem-fraction-static 0.15 \
+    > "$res/stream-radix.log" 2>&1 &
+  wait
+  measure_targets
+  # The drafter reads at most its last 4096 tokens: its rate where the cap bites, and its cycle at 131072.
+  "$py" bench/perf/run.py measure --work "$work" --results "$res/perf" --server exact-spec-window \
+    --lengths 32768 --long-lengths 131072 --profile-prompt 131072 --prefill-prompt 0 \
+    --start-timeout 900 --deadline-s 100000 >> "$res/stream-perf.log" 2>&1
+  echo "exact-spec-window exit $? $(date -u +%T)"
   echo "done $(date -u +%T)"
   touch "$camp/done"
 }
@@ -268,7 +299,7 @@ case "$step" in
   start)
     BUILD_ID=${2:?start BUILD_ID}
     plan=${3:-e2e}
-    case "$plan" in e2e | perf | long | radix | recheck | targets) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck or targets)" >&2; exit 2 ;; esac
+    case "$plan" in e2e | perf | long | radix | recheck | targets | finish) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck, targets or finish)" >&2; exit 2 ;; esac
     export BUILD_ID
     rm -rf "$camp" && mkdir -p "$camp/repo"
     # A copy: later calls replace the working tree under the running phases.

@@ -88,7 +88,7 @@ def test_an_unknown_plan_is_refused_before_anything_starts(tmp_path: Path) -> No
     refused = _campaign(repo, env, "start", "abc1234", "speed")
     assert (
         refused.returncode == 2
-        and "unknown plan speed (e2e, perf, long, radix, recheck or targets)" in refused.stderr
+        and "unknown plan speed (e2e, perf, long, radix, recheck, targets or finish)" in refused.stderr
     )
     assert not (tmp_path / "camp").exists()
 
@@ -212,3 +212,27 @@ def test_the_targets_plan_warms_beside_the_batteries_then_measures_four_servers(
     assert len({c.split("--port ")[1].split()[0] for c in runs + side[:1]}) == len(runs) + 1
     log = (tmp_path / "camp" / "campaign.log").read_text()
     assert log.index("phase C") < log.index("phase P") < log.index("stock-no-spec exit 0") < log.index("done")
+
+
+def test_the_finish_plan_warms_beside_one_battery_stream_then_measures_five_servers(tmp_path: Path) -> None:
+    calls = _run_plan(tmp_path, "finish")
+    measures = [c for c in calls if "run.py measure" in c]
+    assert [c.split("--server ")[1].split()[0] for c in measures] == [
+        "exact-spec",
+        "exact-no-spec",
+        "stock-spec",
+        "stock-no-spec",
+        "exact-spec-window",
+    ]
+    assert calls[-5:] == measures  # phase P last, one server after the other, the window last
+    window = measures[-1]
+    assert "--lengths 32768 --long-lengths 131072 --profile-prompt 131072" in window
+    assert all("--prefill-prompt 0" in c and "--start-timeout 900" in c for c in measures)
+    side = calls[:-5]
+    assert "run.py warm" in side[0] and "--mem-fraction-static 0.5" in side[0]  # first: its pools first
+    runs = [c for c in side if "batteries.py" in c]
+    assert len(side) == 2 and len(runs) == 1  # one stream: one tiny server at a time
+    assert "--only gpu-radix-golden,gpu-radix-forced-reject " in runs[0] and "--golden-dir" in runs[0]
+    log = (tmp_path / "camp" / "campaign.log").read_text()
+    assert log.index("phase C") < log.index("phase P") < log.index("stock-no-spec exit 0")
+    assert log.index("stock-no-spec exit 0") < log.index("exact-spec-window exit 0") < log.index("done")
