@@ -28,6 +28,7 @@ def test_every_run_is_here() -> None:
         "perf-h200-2026-12-01-long-context",
         "perf-h200-2026-12-01-shipped-rule",
         "perf-h200-2026-12-02-reuse",
+        "perf-h200-2026-12-02-targets",
     ]
 
 
@@ -113,12 +114,12 @@ def test_every_server_ran_what_its_name_says(evidence: Path) -> None:
         assert run_json["variant"] == spec.variant and run_json["tree"] == spec.tree, name
 
 
-CURRENT = REPO / "docs" / "evidence" / "perf-h200-2026-12-01-long-context"
+CURRENT = REPO / "docs" / "evidence" / "perf-h200-2026-12-02-targets"
 
 
 @pytest.mark.parametrize(
     ("evidence", "lengths"),
-    [(RUNS[0], 4), (RUNS[1], 3), (RUNS[2], 4), (RUNS[3], 4)],
+    [(RUNS[0], 4), (RUNS[1], 3), (RUNS[2], 4), (RUNS[3], 4), (RUNS[5], 4)],
     ids=lambda v: getattr(v, "name", v),
 )
 def test_the_page_holds_the_measured_tables(evidence: Path, lengths: int) -> None:
