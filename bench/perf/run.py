@@ -541,6 +541,7 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
                 prefill.markdown(found, f"{spec.name}: prefill of {args.prefill_prompt} tokens")
             )
             timings["prefill_profile_s"] = found.pop("_stage_s")
+            timings["prefill_prompt"] = args.prefill_prompt  # the tokens the trace's prefill ran
             log(f"{spec.name}: prefill breakdown written ({found['us']['total'] / 1000:.1f} ms of kernels)")
     finally:
         server.stop()

@@ -32,6 +32,10 @@
 # PLAN targets (issue 26's targets and issue 27's batteries; after `bench/perf/h200.sh model` too): C side
 # by side, nothing timed: the exact 27B-shaped server's first start and recheck's four battery streams;
 # P alone, the four 27B-shaped servers measured one after another (what each target reads, no more).
+# PLAN capacity-prefill (what issue 26 still lacks after plan finish; after `bench/perf/h200.sh model` too):
+# C side by side, nothing timed: the exact 27B-shaped server's first start and the capacity batteries with
+# the card's launch plans, in two streams of three servers (each stream records its own no-spec
+# reference); P alone, the two no-spec servers at 640 tokens with the 640-token prefill profiled.
 # PLAN finish (issues 26 and 27 to their end; after `bench/perf/h200.sh model` too): C side by side,
 # nothing timed: the exact 27B-shaped server's first start and, in one stream (one tiny server at a
 # time: two starting together once failed SGLang's pool sizing), the radix batteries that have no exit
@@ -295,16 +299,45 @@ phases_finish() {
   touch "$camp/done"
 }
 
+phases_capacity_prefill() {
+  local res=$camp/res repo=$camp/repo
+  cd "$repo" || exit 2
+  mkdir -p "$res"
+  echo "phase C $(date -u +%T)"
+  warm_first exact-spec
+  local first=gpu-capacity-max-running-1,gpu-capacity-max-seqs-32,gpu-capacity-chunked-prefill-4096
+  local second=gpu-capacity-chunked-prefill-16384,gpu-capacity-cuda-graph-decode-bs-1
+  second+=,gpu-capacity-cuda-graph-decode-bs-32
+  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$first" --out "$res/e2e-capacity-a" \
+    --port 30000 --mem-fraction-static 0.15 > "$res/stream-capacity-a.log" 2>&1 &
+  sleep "${CAMPAIGN_STAGGER:-60}"  # one server's load apart: pools are sized from the memory free at start
+  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$second" --out "$res/e2e-capacity-b" \
+    --port 30001 --mem-fraction-static 0.15 > "$res/stream-capacity-b.log" 2>&1 &
+  wait
+  echo "phase P $(date -u +%T)"
+  # Where exact no-spec's 13 ms of extra time to the first token at 640 tokens go (2026-12-02: 0.087
+  # against 0.074 s): the bench at 640, a decode profile there, the prefill of 640 tokens profiled.
+  local server
+  for server in exact-no-spec stock-no-spec; do
+    "$py" bench/perf/run.py measure --work "$work" --results "$res/perf" --server "$server" --lengths 640 \
+      --long-lengths '' --profile-prompt 640 --prefill-prompt 640 --start-timeout 900 --deadline-s 100000 \
+      >> "$res/stream-perf.log" 2>&1
+    echo "$server exit $? $(date -u +%T)"
+  done
+  echo "done $(date -u +%T)"
+  touch "$camp/done"
+}
+
 case "$step" in
   start)
     BUILD_ID=${2:?start BUILD_ID}
     plan=${3:-e2e}
-    case "$plan" in e2e | perf | long | radix | recheck | targets | finish) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck, targets or finish)" >&2; exit 2 ;; esac
+    case "$plan" in e2e | perf | long | radix | recheck | targets | finish | capacity-prefill) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck, targets, finish or capacity-prefill)" >&2; exit 2 ;; esac
     export BUILD_ID
     rm -rf "$camp" && mkdir -p "$camp/repo"
     # A copy: later calls replace the working tree under the running phases.
     tar --exclude=./.gpu --exclude=./.git -cf - . | tar -xf - -C "$camp/repo"
-    setsid bash -c "$(declare -f); work=$work camp=$camp py=$py BUILD_ID=$BUILD_ID phases_$plan" \
+    setsid bash -c "$(declare -f); work=$work camp=$camp py=$py BUILD_ID=$BUILD_ID phases_${plan//-/_}" \
       > "$camp/campaign.log" 2>&1 < /dev/null &
     echo "campaign started (log $camp/campaign.log)" ;;
   collect)

@@ -88,7 +88,8 @@ def test_an_unknown_plan_is_refused_before_anything_starts(tmp_path: Path) -> No
     refused = _campaign(repo, env, "start", "abc1234", "speed")
     assert (
         refused.returncode == 2
-        and "unknown plan speed (e2e, perf, long, radix, recheck, targets or finish)" in refused.stderr
+        and "unknown plan speed (e2e, perf, long, radix, recheck, targets, finish or capacity-prefill)"
+        in refused.stderr
     )
     assert not (tmp_path / "camp").exists()
 
@@ -117,6 +118,12 @@ def _run_plan(tmp_path: Path, plan: str) -> list[str]:
     done = _campaign(repo, env, "wait", "60")
     assert "CAMPAIGN DONE" in done.stdout, done.stdout + done.stderr
     return (tmp_path / "calls.log").read_text().splitlines()
+
+
+def _warm_calls(side: list[str]) -> list[str]:
+    """The warm start among phase C's calls. It is started first, but with no head start (the stand-ins
+    run at once) a battery's stand-in may log before it, so its place in the log is not asserted."""
+    return [c for c in side if "run.py warm" in c]
 
 
 def test_the_long_plan_benches_alone_checks_beside_the_warm_start_then_measures(tmp_path: Path) -> None:
@@ -202,14 +209,15 @@ def test_the_targets_plan_warms_beside_the_batteries_then_measures_four_servers(
     assert all("--no-profile" in c for c in measures[2:])
     assert "--long-lengths" in measures[3] and "--long-lengths" not in measures[2]
     side = calls[:-4]
-    assert "run.py warm" in side[0] and "--server exact-spec " in side[0] + " "  # first: its pools first
+    (warm,) = _warm_calls(side)
+    assert "--server exact-spec " in warm + " "
     assert not any("-m pytest" in c or "bench_attn_verify" in c for c in side)
     runs = [c for c in side if "batteries.py" in c]
     batteries = {c.split("--tree ")[1].split()[0] + ":" + c.split("--only ")[1].split()[0] for c in runs}
     assert "stock:gpu-radix-cold-warm,gpu-radix-shared-prefix" in batteries
     assert "patched:gpu-radix-forced-reject" in batteries
     assert any("gpu-repeat" in b and "gpu-parity-long" in b for b in batteries)
-    assert len({c.split("--port ")[1].split()[0] for c in runs + side[:1]}) == len(runs) + 1
+    assert len({c.split("--port ")[1].split()[0] for c in runs + [warm]}) == len(runs) + 1
     log = (tmp_path / "camp" / "campaign.log").read_text()
     assert log.index("phase C") < log.index("phase P") < log.index("stock-no-spec exit 0") < log.index("done")
 
@@ -229,10 +237,41 @@ def test_the_finish_plan_warms_beside_one_battery_stream_then_measures_five_serv
     assert "--lengths 32768 --long-lengths 131072 --profile-prompt 131072" in window
     assert all("--prefill-prompt 0" in c and "--start-timeout 900" in c for c in measures)
     side = calls[:-5]
-    assert "run.py warm" in side[0] and "--mem-fraction-static 0.5" in side[0]  # first: its pools first
+    (warm,) = _warm_calls(side)
+    assert "--mem-fraction-static 0.5" in warm
     runs = [c for c in side if "batteries.py" in c]
     assert len(side) == 2 and len(runs) == 1  # one stream: one tiny server at a time
     assert "--only gpu-radix-golden,gpu-radix-forced-reject " in runs[0] and "--golden-dir" in runs[0]
     log = (tmp_path / "camp" / "campaign.log").read_text()
     assert log.index("phase C") < log.index("phase P") < log.index("stock-no-spec exit 0")
     assert log.index("stock-no-spec exit 0") < log.index("exact-spec-window exit 0") < log.index("done")
+
+
+def test_the_capacity_prefill_plan_runs_two_capacity_streams_then_profiles_the_640_token_prefills(
+    tmp_path: Path,
+) -> None:
+    calls = _run_plan(tmp_path, "capacity-prefill")
+    measures = [c for c in calls if "run.py measure" in c]
+    assert [c.split("--server ")[1].split()[0] for c in measures] == ["exact-no-spec", "stock-no-spec"]
+    assert calls[-2:] == measures  # phase P last, one server after the other
+    assert all(
+        "--lengths 640 --long-lengths  --profile-prompt 640 --prefill-prompt 640" in c for c in measures
+    )
+    side = calls[:-2]
+    (warm,) = _warm_calls(side)
+    assert "--mem-fraction-static 0.5" in warm
+    streams = [c.split("--only ")[1].split()[0].split(",") for c in side if "batteries.py" in c]
+    assert len(streams) == 2 and all(len(s) == 3 for s in streams)
+    assert sorted(sum(streams, [])) == sorted(
+        "gpu-capacity-" + name
+        for name in (
+            "max-running-1",
+            "max-seqs-32",
+            "chunked-prefill-4096",
+            "chunked-prefill-16384",
+            "cuda-graph-decode-bs-1",
+            "cuda-graph-decode-bs-32",
+        )
+    )
+    log = (tmp_path / "camp" / "campaign.log").read_text()
+    assert log.index("phase C") < log.index("phase P") < log.index("stock-no-spec exit 0") < log.index("done")
