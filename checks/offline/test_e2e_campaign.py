@@ -120,6 +120,12 @@ def _run_plan(tmp_path: Path, plan: str) -> list[str]:
     return (tmp_path / "calls.log").read_text().splitlines()
 
 
+def _measures(calls: list[str]) -> tuple[list[str], list[str]]:
+    """Phase P's run.py measure calls, and the server each measured, in order."""
+    measures = [c for c in calls if "run.py measure" in c]
+    return measures, [c.split("--server ")[1].split()[0] for c in measures]
+
+
 def _warm_calls(side: list[str]) -> list[str]:
     """The warm start among phase C's calls. It is started first, but with no head start (the stand-ins
     run at once) a battery's stand-in may log before it, so its place in the log is not asserted."""
@@ -195,8 +201,8 @@ def test_the_recheck_plan_runs_the_checks_and_both_trees_batteries_side_by_side(
 
 def test_the_targets_plan_warms_beside_the_batteries_then_measures_four_servers(tmp_path: Path) -> None:
     calls = _run_plan(tmp_path, "targets")
-    measures = [c for c in calls if "run.py measure" in c]
-    assert [c.split("--server ")[1].split()[0] for c in measures] == [
+    measures, servers = _measures(calls)
+    assert servers == [
         "exact-spec",
         "exact-no-spec",
         "stock-spec",
@@ -224,8 +230,8 @@ def test_the_targets_plan_warms_beside_the_batteries_then_measures_four_servers(
 
 def test_the_finish_plan_warms_beside_one_battery_stream_then_measures_five_servers(tmp_path: Path) -> None:
     calls = _run_plan(tmp_path, "finish")
-    measures = [c for c in calls if "run.py measure" in c]
-    assert [c.split("--server ")[1].split()[0] for c in measures] == [
+    measures, servers = _measures(calls)
+    assert servers == [
         "exact-spec",
         "exact-no-spec",
         "stock-spec",
@@ -251,8 +257,8 @@ def test_the_capacity_prefill_plan_runs_two_capacity_streams_then_profiles_the_6
     tmp_path: Path,
 ) -> None:
     calls = _run_plan(tmp_path, "capacity-prefill")
-    measures = [c for c in calls if "run.py measure" in c]
-    assert [c.split("--server ")[1].split()[0] for c in measures] == ["exact-no-spec", "stock-no-spec"]
+    measures, servers = _measures(calls)
+    assert servers == ["exact-no-spec", "stock-no-spec"]
     assert calls[-2:] == measures  # phase P last, one server after the other
     assert all(
         "--lengths 640 --long-lengths  --profile-prompt 640 --prefill-prompt 640" in c for c in measures
