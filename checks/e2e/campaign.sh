@@ -33,9 +33,9 @@
 # by side, nothing timed: the exact 27B-shaped server's first start and recheck's four battery streams;
 # P alone, the four 27B-shaped servers measured one after another (what each target reads, no more).
 # PLAN capacity-prefill (what issue 26 still lacks after plan finish; after `bench/perf/h200.sh model` too):
-# C side by side, nothing timed: the exact 27B-shaped server's first start and the capacity batteries with
-# the card's launch plans, in two streams of three servers (each stream records its own no-spec
-# reference); P alone, the two no-spec servers at 640 tokens with the 640-token prefill profiled.
+# C side by side, nothing timed: the exact no-spec 27B-shaped server's first start and, in one stream (one
+# tiny server at a time, as in plan finish), the capacity batteries with the card's launch plans; P alone,
+# the two no-spec servers at 640 tokens with the 640-token prefill profiled.
 # PLAN finish (issues 26 and 27 to their end; after `bench/perf/h200.sh model` too): C side by side,
 # nothing timed: the exact 27B-shaped server's first start and, in one stream (one tiny server at a
 # time: two starting together once failed SGLang's pool sizing), the radix batteries that have no exit
@@ -304,15 +304,12 @@ phases_capacity_prefill() {
   cd "$repo" || exit 2
   mkdir -p "$res"
   echo "phase C $(date -u +%T)"
-  warm_first exact-spec
-  local first=gpu-capacity-max-running-1,gpu-capacity-max-seqs-32,gpu-capacity-chunked-prefill-4096
-  local second=gpu-capacity-chunked-prefill-16384,gpu-capacity-cuda-graph-decode-bs-1
-  second+=,gpu-capacity-cuda-graph-decode-bs-32
-  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$first" --out "$res/e2e-capacity-a" \
-    --port 30000 --mem-fraction-static 0.15 > "$res/stream-capacity-a.log" 2>&1 &
-  sleep "${CAMPAIGN_STAGGER:-60}"  # one server's load apart: pools are sized from the memory free at start
-  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$second" --out "$res/e2e-capacity-b" \
-    --port 30001 --mem-fraction-static 0.15 > "$res/stream-capacity-b.log" 2>&1 &
+  warm_first exact-no-spec
+  local capacity=gpu-capacity-max-running-1,gpu-capacity-max-seqs-32,gpu-capacity-chunked-prefill-4096
+  capacity+=,gpu-capacity-chunked-prefill-16384,gpu-capacity-cuda-graph-decode-bs-1
+  capacity+=,gpu-capacity-cuda-graph-decode-bs-32
+  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$capacity" --out "$res/e2e-capacity" \
+    --port 30000 --mem-fraction-static 0.15 > "$res/stream-capacity.log" 2>&1 &
   wait
   echo "phase P $(date -u +%T)"
   # Where exact no-spec's 13 ms of extra time to the first token at 640 tokens go (2026-12-02: 0.087

@@ -1,12 +1,13 @@
-"""The H200 evidence of plan finish (docs/evidence/finish-h200-2026-12-02, commit 09d3b5a): what
-docs/e2e.md and README claim of the two radix batteries that had no exit code on the card is what the
-committed verdicts say, and the campaign's phases ran in the order its page gives.
+"""The H200 evidence of plan finish (docs/evidence/finish-h200-2026-12-02, commit 09d3b5a): the committed
+verdicts of the two radix batteries that had no exit code on the card (docs/e2e.md's table reads them),
+and the campaign's phases in the order its calls.md gives.
 
 - gpu-radix-golden: every warm answer equals the card's golden recorded with the cache off (the short
   set and the long one to 131072 tokens), with hits in every warm pass; only the three prompts under one
   64-token cache unit are left out, by name.
-- gpu-radix-forced-reject: the server rejected every draft, and every warm answer (plain and shared
-  prefix) equals the cold pass, with hits.
+- gpu-radix-forced-reject: no draft was accepted, in the server's start-up sample and over the battery's
+  own answers (one token a verify step), and every warm answer (plain and shared prefix) equals the cold
+  pass, with hits.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def test_the_forced_reject_server_accepted_no_draft() -> None:
     info = json.loads((PATCHED / "meta-radix-forced-reject.json").read_text())  # the server's meta_info
     assert info["spec_accept_rate"] == 0.0 and info["spec_verify_ct"] > 0
     plain, shared = _verdicts()["gpu-radix-forced-reject"]["results"]
+    for result in (plain, shared):  # 64 tokens from 63 verify steps: the target's own token each
+        assert result["summary"]["spec"]["mean_accept_length"] == 64 / 63
     assert plain["summary"]["mode"] == "plain" and plain["summary"]["equal"] == 21
     assert shared["summary"]["mode"] == "shared-prefix" and shared["summary"]["equal"] == 24
 
