@@ -653,7 +653,7 @@ def _load(folder: Path, name: str) -> Any:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def _bench_rows(folder: Path) -> list[dict[str, Any]]:
+def bench_rows(folder: Path) -> list[dict[str, Any]]:
     """Rows of every bench of a server (bench.json, and tagged ones such as bench-128k.json)."""
     return [
         r for path in sorted(folder.glob("bench*.json")) for r in json.loads(path.read_text()).get("rows", [])
@@ -747,7 +747,7 @@ def summarize(results: Path) -> str:
         raise RunError(
             f"{results}: no server folders ({', '.join(SERVERS)}); unpack perf-*.tar.gz there first"
         )
-    benches = {name: _bench_rows(folder) for name, folder in servers.items()}
+    benches = {name: bench_rows(folder) for name, folder in servers.items()}
     metas = {name: _load(folder, "meta.json") for name, folder in servers.items()}
     profiled = {
         name: {n: json.loads(path.read_text()) for n, path in breakdown_files(folder).items()}

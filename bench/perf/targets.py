@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import run  # bench/perf/run.py beside this file: the results folder's layout and readers
+
 Rows = dict[str, dict[int, dict[str, float]]]  # server -> prompt tokens -> bench row
 Cycles = dict[str, dict[int, dict[str, Any]]]  # server -> profiled context -> breakdown
 
@@ -126,16 +128,14 @@ TARGETS: tuple[Target, ...] = (
 
 
 def load(results: Path) -> tuple[Rows, Cycles]:
-    """Every server's bench rows by prompt length and its profiles by context, from RESULTS."""
-    rows: Rows = {}
+    """Every server's bench rows by prompt length and its profiles by context, read from RESULTS as
+    `run.py summarize` reads them."""
+    servers = [results / name for name in run.SERVERS if (results / name).is_dir()]
+    rows: Rows = {f.name: {r["prompt_tokens"]: r for r in run.bench_rows(f)} for f in servers}
     cycles: Cycles = {}
-    for folder in sorted(p for p in results.iterdir() if p.is_dir()):
-        for bench in sorted(folder.glob("bench*.json")):
-            for row in json.loads(bench.read_text()).get("rows", []):
-                rows.setdefault(folder.name, {})[row["prompt_tokens"]] = row
-        for kept in sorted(folder.glob("breakdown-*.json")):
-            cycles.setdefault(folder.name, {})[int(kept.stem.split("-", 1)[1])] = json.loads(kept.read_text())
-    if not rows:
+    for f in servers:
+        cycles[f.name] = {n: json.loads(path.read_text()) for n, path in run.breakdown_files(f).items()}
+    if not any(rows.values()):
         raise SystemExit(f"targets: {results} holds no bench results (server folders with bench*.json)")
     return rows, cycles
 
@@ -153,7 +153,7 @@ def judge_all(rows: Rows, cycles: Cycles, spec: str) -> list[tuple[Target, Readi
 def markdown(results: Path) -> str:
     """The targets judged for exact-spec (the recipe) and, where measured, the draft-window variant."""
     rows, cycles = load(results)
-    specs = [s for s in ("exact-spec", "exact-spec-window") if s in rows]
+    specs = [s for s in ("exact-spec", "exact-spec-window") if rows.get(s)]
     if not specs:
         raise SystemExit(f"targets: {results} has no exact speculative server (exact-spec)")
     head = "| target | " + " | ".join(f"{s} | met" for s in specs) + " |"

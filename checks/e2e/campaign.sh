@@ -265,16 +265,20 @@ phases_targets() {
 # lengths only (its target is at 640). The prefill profile's kernels did not change since 2026-12-01.
 measure_targets() {
   echo "phase P $(date -u +%T)"
-  local m=(bench/perf/run.py measure --work "$work" --results "$res/perf" --prefill-prompt 0
-    --start-timeout 900 --deadline-s 100000)
-  "$py" "${m[@]}" --server exact-spec >> "$res/stream-perf.log" 2>&1
+  perf_measure --server exact-spec --prefill-prompt 0
   echo "exact-spec exit $? $(date -u +%T)"
-  "$py" "${m[@]}" --server exact-no-spec --profile-prompt 131072 >> "$res/stream-perf.log" 2>&1
+  perf_measure --server exact-no-spec --prefill-prompt 0 --profile-prompt 131072
   echo "exact-no-spec exit $? $(date -u +%T)"
-  "$py" "${m[@]}" --server stock-spec --no-profile >> "$res/stream-perf.log" 2>&1
+  perf_measure --server stock-spec --prefill-prompt 0 --no-profile
   echo "stock-spec exit $? $(date -u +%T)"
-  "$py" "${m[@]}" --server stock-no-spec --no-profile --long-lengths '' >> "$res/stream-perf.log" 2>&1
+  perf_measure --server stock-no-spec --prefill-prompt 0 --no-profile --long-lengths ''
   echo "stock-no-spec exit $? $(date -u +%T)"
+}
+
+# One 27B-shaped server measured alone (bench/perf/run.py measure with ARGS), into the caller's $res.
+perf_measure() {
+  "$py" bench/perf/run.py measure --work "$work" --results "$res/perf" "$@" --start-timeout 900 \
+    --deadline-s 100000 >> "$res/stream-perf.log" 2>&1
 }
 
 phases_finish() {
@@ -291,9 +295,8 @@ phases_finish() {
   wait
   measure_targets
   # The drafter reads at most its last 4096 tokens: its rate where the cap bites, and its cycle at 131072.
-  "$py" bench/perf/run.py measure --work "$work" --results "$res/perf" --server exact-spec-window \
-    --lengths 32768 --long-lengths 131072 --profile-prompt 131072 --prefill-prompt 0 \
-    --start-timeout 900 --deadline-s 100000 >> "$res/stream-perf.log" 2>&1
+  perf_measure --server exact-spec-window --lengths 32768 --long-lengths 131072 --profile-prompt 131072 \
+    --prefill-prompt 0
   echo "exact-spec-window exit $? $(date -u +%T)"
   echo "done $(date -u +%T)"
   touch "$camp/done"
@@ -316,9 +319,7 @@ phases_capacity_prefill() {
   # against 0.074 s): the bench at 640, a decode profile there, the prefill of 640 tokens profiled.
   local server
   for server in exact-no-spec stock-no-spec; do
-    "$py" bench/perf/run.py measure --work "$work" --results "$res/perf" --server "$server" --lengths 640 \
-      --long-lengths '' --profile-prompt 640 --prefill-prompt 640 --start-timeout 900 --deadline-s 100000 \
-      >> "$res/stream-perf.log" 2>&1
+    perf_measure --server "$server" --lengths 640 --long-lengths '' --profile-prompt 640 --prefill-prompt 640
     echo "$server exit $? $(date -u +%T)"
   done
   echo "done $(date -u +%T)"
