@@ -1,0 +1,60 @@
+"""A golden record's per-prompt digests, small enough to commit where the record is not (a long reference
+is megabytes of prompt text): the record's card, recipe, variant, settings and metadata, and per prompt
+its id, its number of generated positions and bitexact's digests over the exact bytes of its token ids,
+logprobs and top-k alternatives (`bitexact.golden.digests`). Two records with equal digests answered
+alike bit for bit; the evidence tests compare these with the card's goldens.
+
+Usage: python checks/e2e/reference_digests.py REFERENCE.json --note TEXT > REFERENCE.digests.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bitexact.golden import GoldenError, digests, load_golden
+
+
+def reference_digests(path: Path, note: str) -> dict[str, Any]:
+    """The digests of the golden record at PATH; a record bitexact would refuse is refused here too."""
+    try:
+        head = json.loads(path.read_text())
+        card = head["card"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise GoldenError(f"{path}: not a golden record with a card ({exc})") from None
+    golden = load_golden(path, card=card, recipe=None)  # verifies the record's own digest
+    record = golden.record
+    return {
+        "note": note,
+        "recipe": record["recipe"],
+        "card": record["card"],
+        "variant": record["variant"],
+        "settings": record["settings"],
+        "metadata": record["metadata"],
+        "prompts": [
+            {"id": gen.prompt_id, "digests": digests(gen), "positions": len(gen.token_ids)}
+            for gen in golden.generations
+        ],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("reference", type=Path, help="a golden record (bitexact golden record's output)")
+    parser.add_argument("--note", required=True, help="where and when it was recorded, and why digests")
+    args = parser.parse_args(argv)
+    try:
+        out = reference_digests(args.reference, args.note)
+    except GoldenError as exc:
+        print(f"reference_digests: {exc}", file=sys.stderr)
+        return 2
+    json.dump(out, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
