@@ -35,7 +35,9 @@
 # PLAN capacity-prefill (what issue 26 still lacks after plan finish; after `bench/perf/h200.sh model` too):
 # C side by side, nothing timed: the exact no-spec 27B-shaped server's first start and, in one stream (one
 # tiny server at a time, as in plan finish), the capacity batteries with the card's launch plans; P alone,
-# the two no-spec servers at 640 tokens with the 640-token prefill profiled.
+# the two no-spec servers at 640 tokens with the 640-token prefill profiled (run 2026-12-03 up to its
+# phase P, which the device time did not reach).
+# PLAN prefill-640 (after `bench/perf/h200.sh model` too): capacity-prefill's phase P alone.
 # PLAN finish (issues 26 and 27 to their end; after `bench/perf/h200.sh model` too): C side by side,
 # nothing timed: the exact 27B-shaped server's first start and, in one stream (one tiny server at a
 # time: two starting together once failed SGLang's pool sizing), the radix batteries that have no exit
@@ -314,14 +316,27 @@ phases_capacity_prefill() {
   "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$capacity" --out "$res/e2e-capacity" \
     --port 30000 --mem-fraction-static 0.15 > "$res/stream-capacity.log" 2>&1 &
   wait
+  measure_prefill_640
+  echo "done $(date -u +%T)"
+  touch "$camp/done"
+}
+
+# Where exact no-spec's 13 ms of extra time to the first token at 640 tokens go (2026-12-02: 0.087
+# against 0.074 s): the bench at 640, a decode profile there, the prefill of 640 tokens profiled.
+measure_prefill_640() {
   echo "phase P $(date -u +%T)"
-  # Where exact no-spec's 13 ms of extra time to the first token at 640 tokens go (2026-12-02: 0.087
-  # against 0.074 s): the bench at 640, a decode profile there, the prefill of 640 tokens profiled.
   local server
   for server in exact-no-spec stock-no-spec; do
     perf_measure --server "$server" --lengths 640 --long-lengths '' --profile-prompt 640 --prefill-prompt 640
     echo "$server exit $? $(date -u +%T)"
   done
+}
+
+phases_prefill_640() {
+  local res=$camp/res repo=$camp/repo
+  cd "$repo" || exit 2
+  mkdir -p "$res"
+  measure_prefill_640
   echo "done $(date -u +%T)"
   touch "$camp/done"
 }
@@ -330,7 +345,7 @@ case "$step" in
   start)
     BUILD_ID=${2:?start BUILD_ID}
     plan=${3:-e2e}
-    case "$plan" in e2e | perf | long | radix | recheck | targets | finish | capacity-prefill) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck, targets, finish or capacity-prefill)" >&2; exit 2 ;; esac
+    case "$plan" in e2e | perf | long | radix | recheck | targets | finish | capacity-prefill | prefill-640) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck, targets, finish, capacity-prefill or prefill-640)" >&2; exit 2 ;; esac
     export BUILD_ID
     rm -rf "$camp" && mkdir -p "$camp/repo"
     # A copy: later calls replace the working tree under the running phases.

@@ -88,7 +88,8 @@ def test_an_unknown_plan_is_refused_before_anything_starts(tmp_path: Path) -> No
     refused = _campaign(repo, env, "start", "abc1234", "speed")
     assert (
         refused.returncode == 2
-        and "unknown plan speed (e2e, perf, long, radix, recheck, targets, finish or capacity-prefill)"
+        and "unknown plan speed (e2e, perf, long, radix, recheck, targets, finish, capacity-prefill or "
+        "prefill-640)"
         in refused.stderr
     )
     assert not (tmp_path / "camp").exists()
@@ -281,3 +282,18 @@ def test_the_capacity_prefill_plan_runs_the_capacity_stream_then_profiles_the_64
     ]
     log = (tmp_path / "camp" / "campaign.log").read_text()
     assert log.index("phase C") < log.index("phase P") < log.index("stock-no-spec exit 0") < log.index("done")
+
+
+def test_the_prefill_640_plan_is_capacity_prefills_phase_p_alone(tmp_path: Path) -> None:
+    calls = _run_plan(tmp_path, "prefill-640")
+    measures, servers = _measures(calls)
+    assert (
+        servers == ["exact-no-spec", "stock-no-spec"] and calls == measures
+    )  # nothing beside, no warm start
+    assert all(
+        "--lengths 640 --long-lengths  --profile-prompt 640 --prefill-prompt 640" in c for c in measures
+    )
+    log = (tmp_path / "camp" / "campaign.log").read_text()
+    assert "phase C" not in log
+    assert log.index("phase P") < log.index("exact-no-spec exit 0") < log.index("stock-no-spec exit 0")
+    assert log.index("stock-no-spec exit 0") < log.index("done")
