@@ -19,6 +19,7 @@ let
       "bench/perf"
       "bench/upstream_eval"
       "docs/cards.md"
+      "docs/evidence/capacity-h200-2026-12-03"
       "docs/evidence/e2e-h200-2026-11-30/patched/server-no-spec.head.log"
       "docs/evidence/e2e-h200-2026-11-30/patched/server-recipe.head.log"
       "docs/evidence/exact-gemm-h200-2026-12-01/exact-gemm-sm90-132sm-60mib.json"
