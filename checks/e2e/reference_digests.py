@@ -17,23 +17,31 @@ from typing import Any
 
 from bitexact.golden import GoldenError, digests, load_golden
 
+FIELDS = ("recipe", "card", "variant", "settings", "metadata")
+
 
 def reference_digests(path: Path, note: str) -> dict[str, Any]:
     """The digests of the golden record at PATH; a record bitexact would refuse is refused here too."""
     try:
-        head = json.loads(path.read_text())
-        card = head["card"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise GoldenError(f"{path}: not a golden record with a card ({exc})") from None
-    golden = load_golden(path, card=card, recipe=None)  # verifies the record's own digest
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise GoldenError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise GoldenError(f"{path}: not UTF-8 text, so not a golden record") from None
+    try:
+        head = json.loads(text)
+    except ValueError as exc:
+        raise GoldenError(f"{path}: not JSON ({exc}), so not a golden record") from None
+    if not isinstance(head, dict) or not isinstance(head.get("card"), str):
+        raise GoldenError(f"{path}: not a golden record with a card (no string field 'card' at its top)")
+    golden = load_golden(path, card=head["card"], recipe=None)  # verifies the record's own digest
     record = golden.record
+    missing = [field for field in FIELDS if field not in record]
+    if missing:
+        raise GoldenError(f"{path}: the golden record lacks {', '.join(missing)}; re-record it with bitexact")
     return {
         "note": note,
-        "recipe": record["recipe"],
-        "card": record["card"],
-        "variant": record["variant"],
-        "settings": record["settings"],
-        "metadata": record["metadata"],
+        **{field: record[field] for field in FIELDS},
         "prompts": [
             {"id": gen.prompt_id, "digests": digests(gen), "positions": len(gen.token_ids)}
             for gen in golden.generations
@@ -51,8 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     except GoldenError as exc:
         print(f"reference_digests: {exc}", file=sys.stderr)
         return 2
-    json.dump(out, sys.stdout, indent=1)
-    sys.stdout.write("\n")
+    try:
+        json.dump(out, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    except OSError as exc:  # a closed pipe or a full disk: say so, not a traceback
+        print(f"reference_digests: cannot write the digests: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -1,9 +1,10 @@
 """The H200 evidence of the capacity batteries with patch 0003's launch plans for the card
 (docs/evidence/capacity-h200-2026-12-03, commit 27df319; docs/e2e.md's table reads it).
 
-- The six gpu-capacity-* batteries each ran once over the two runs (the machine was taken back during the
-  first run's fifth server start) and each passed: every answer of the speculating server equal to the
-  no-spec reference its own run recorded, the long prompts too where the battery sends them.
+- The six gpu-capacity-* batteries each ran once over the two runs (the machine was lost after the first
+  run's results came back with two of them) and each passed: every answer of the speculating server
+  equal to the no-spec reference its own run recorded (the check names that record by the time it was
+  recorded, which the committed digests carry), the long prompts too where the battery sends them.
 - Each server ran with the setting its battery names, speculating (DFLASH) under deterministic inference,
   as its own log's server_args say, and accepted drafts in its start-up sample.
 - Both runs' no-spec references (decode through the launch plans) carry the card's golden digests, the
@@ -55,17 +56,32 @@ def _ran() -> dict[str, tuple[str, dict]]:
     return ran
 
 
+def _recorded(run: str, reference: str) -> str:
+    return json.loads((E2E / run / f"{reference}.digests.json").read_text())["metadata"]["recorded"]
+
+
 def test_every_capacity_battery_ran_once_and_passed() -> None:
     ran = _ran()
     assert sorted(ran) == sorted(CAPACITY)
-    for name, (_run, entry) in ran.items():
+    for name, (run, entry) in ran.items():
+        variant, _key, _value, long = CAPACITY[name]
         assert entry["exit"] == 0 and entry["tree"] == "patched", name
-        sizes = [24, 3] if CAPACITY[name][3] else [24]
-        assert [r["summary"]["prompts"] for r in entry["results"]] == sizes, name
-        for result in entry["results"]:
+        references = ["reference-no-spec", "reference-no-spec-long"] if long else ["reference-no-spec"]
+        assert len(entry["results"]) == len(references), name
+        for result, reference in zip(entry["results"], references, strict=True):
             summary = result["summary"]
             assert result["exit"] == 0 and summary["verb"] == "golden check", name
+            assert summary["prompts"] == (3 if reference.endswith("long") else 24), name
             assert summary["equal"] == summary["prompts"] and summary["differ"] == 0, name
+            assert summary["tokens_differ"] == 0, name
+            comparisons = summary["comparisons"]
+            assert len(comparisons) == summary["prompts"] and all(c["equal"] for c in comparisons), name
+            # the speculating server of this battery, its drafts verified for every prompt
+            assert summary["a"]["variant"] == variant, name
+            assert summary["a"]["identity"]["speculative_algorithm"] == "DFLASH", name
+            assert summary["a"]["spec"]["ran"] == summary["prompts"], name
+            # against the reference this run recorded, whose digests are committed
+            assert summary["b"]["identity"]["recorded"] == _recorded(run, reference), (name, reference)
 
 
 def test_each_run_recorded_its_references_before_its_batteries() -> None:

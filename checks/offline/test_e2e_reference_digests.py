@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bitexact.golden import record_digest
+
 REPO = Path(__file__).resolve().parents[2]
 TOOL = REPO / "checks" / "e2e" / "reference_digests.py"
 GOLDEN = REPO / "checks" / "golden" / "h200" / "e2e-tiny-hybrid-long.json"
@@ -48,3 +50,19 @@ def test_a_file_that_is_no_record_is_named(tmp_path: Path) -> None:
     other.write_text("[1, 2]")
     done = _run(other)
     assert done.returncode == 2 and f"{other}: not a golden record" in done.stderr
+
+
+def test_a_missing_file_is_named_as_unreadable(tmp_path: Path) -> None:
+    done = _run(tmp_path / "absent.json")
+    assert done.returncode == 2 and "absent.json: cannot read it" in done.stderr
+
+
+def test_a_consistent_record_without_its_variant_is_refused(tmp_path: Path) -> None:
+    record = json.loads(GOLDEN.read_text())
+    del record["variant"]
+    record["digest"] = record_digest(record)  # bitexact's own loader then accepts it
+    partial = tmp_path / "partial.json"
+    partial.write_text(json.dumps(record))
+    done = _run(partial)
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"{partial}: the golden record lacks variant" in done.stderr
