@@ -8,7 +8,8 @@ the kernel bench need not time first. Shape: the 27B target's full-attention lay
 
 Usage: BITEXACT_SGLANG_TREE=<patched tree> python bench/kernels/ptx_resources.py [--arch 90] [--json F]
 (TRITON_INTERPRET unset). Prints one line per plan: registers, stack bytes, whether warpgroup MMA
-(wgmma) is used, mma.sync count in the PTX.
+(wgmma) is used, mma.sync count and async copies (cp.async) in the PTX. No async copy means the KV tile
+loop loads synchronously: Triton did not software-pipeline it, whatever the launch's num_stages.
 """
 
 from __future__ import annotations
@@ -26,17 +27,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "checks" / "gpu"))
 import sglang_tree  # noqa: E402
 
-# name -> (BLOCK_M tile rows, BLOCK_N KV tile, rows per program, row groups, decode order, warps)
+# name -> (BLOCK_M tile rows, BLOCK_N KV tile, rows per program, row groups, decode order, warps, rows per
+# request: 8 for the draft block, 1 for plain decode, which takes its lengths from decode's offsets)
 PLANS = {
-    "verify shipped: 32 rows, 8 warps": (32, 32, 5, 2, True, 8),
-    "verify 16 rows, 4 warps": (16, 32, 2, 4, True, 4),
-    "verify 16 rows, 8 warps": (16, 32, 2, 4, True, 8),
-    "verify 32 rows, 4 warps": (32, 32, 5, 2, True, 4),
-    "draft free: 32 rows, KV 32, 8 warps": (32, 32, 5, 2, False, 8),
-    "draft free: 32 rows, KV 64, 8 warps": (32, 64, 5, 2, False, 8),
-    "draft free: 64 rows, KV 32, 8 warps": (64, 32, 8, 1, False, 8),
-    "draft free: 64 rows, KV 64, 8 warps": (64, 64, 8, 1, False, 8),
-    "draft free: 64 rows, KV 64, 16 warps": (64, 64, 8, 1, False, 16),
+    "verify shipped: 32 rows, 8 warps": (32, 32, 5, 2, True, 8, 8),
+    "verify 16 rows, 4 warps": (16, 32, 2, 4, True, 4, 8),
+    "verify 16 rows, 8 warps": (16, 32, 2, 4, True, 8, 8),
+    "verify 32 rows, 4 warps": (32, 32, 5, 2, True, 4, 8),
+    "decode: one row, 16-row tile, 4 warps": (16, 32, 1, 1, True, 4, 1),
+    "draft free: 32 rows, KV 32, 8 warps": (32, 32, 5, 2, False, 8, 8),
+    "draft free: 32 rows, KV 64, 8 warps": (32, 64, 5, 2, False, 8, 8),
+    "draft free: 64 rows, KV 32, 8 warps": (64, 32, 8, 1, False, 8, 8),
+    "draft free: 64 rows, KV 64, 8 warps": (64, 64, 8, 1, False, 8, 8),
+    "draft free: 64 rows, KV 64, 16 warps": (64, 64, 8, 1, False, 16, 8),
 }
 POINTERS = {
     "Q": "*bf16", "K_Buffer": "*bf16", "V_Buffer": "*bf16", "req_kv_indptr": "*i32", "kv_indices": "*i64",
@@ -64,11 +67,11 @@ def resources(kernel, plan: tuple, arch: int) -> dict:  # noqa: ANN001
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    block_m, block_n, rows, groups, decode_order, warps = plan
+    block_m, block_n, rows, groups, decode_order, warps, width = plan
     constants = dict(
-        WIDTH=8, ROWS=rows, ROW_GROUPS=groups, kv_group_num=6, q_head_num=24, BLOCK_DMODEL=256,
+        WIDTH=width, ROWS=rows, ROW_GROUPS=groups, kv_group_num=6, q_head_num=24, BLOCK_DMODEL=256,
         BLOCK_DV=256, BLOCK_N=block_n, BLOCK_H=16, BLOCK_M=block_m, MIN_BLOCK_KV=32, logit_cap=0.0,
-        xai_temperature_len=-1, Lk=256, Lv=256, LENS_FROM_INDPTR=False, USE_PDL=False, PAGE_SIZE=1,
+        xai_temperature_len=-1, Lk=256, Lv=256, LENS_FROM_INDPTR=width == 1, USE_PDL=False, PAGE_SIZE=1,
         DECODE_ORDER=decode_order,
     )  # fmt: skip
     params = list(inspect.signature(kernel.fn).parameters)
@@ -92,6 +95,7 @@ def resources(kernel, plan: tuple, arch: int) -> dict:  # noqa: ANN001
         "stack_bytes": int(fields["STACK"]),
         "wgmma": "wgmma" in ptx,
         "mma_sync": ptx.count("mma.sync"),
+        "async_copies": ptx.count("cp.async.ca.") + ptx.count("cp.async.cg."),
     }
 
 
@@ -121,7 +125,8 @@ def main() -> int:
         found["plans"][name] = got
         print(
             f"{name}: {got['registers']} registers, {got['stack_bytes']} B stack, "
-            f"wgmma {'yes' if got['wgmma'] else 'no'}, {got['mma_sync']} mma.sync",
+            f"wgmma {'yes' if got['wgmma'] else 'no'}, {got['mma_sync']} mma.sync, "
+            f"{got['async_copies']} async copies",
             flush=True,
         )
     if args.json:

@@ -1,7 +1,8 @@
 """bench/kernels/ptx_resources.py compiles patch 0003's rows kernel for a card on this CPU with the released
 Triton 3.6.0 wheel's own ptxas (the H200 host's Triton): the verify rows as shipped and the free draft
-plan compile for sm_90 (the H200) and sm_120 (the recipe's RTX PRO 6000 Blackwell, ptxas-blackwell), and
-the tool reads their registers and spills from the cubin."""
+plan and plain decode's one-row launch compile for sm_90 (the H200) and sm_120 (the recipe's RTX PRO 6000
+Blackwell, ptxas-blackwell), and the tool reads their registers and spills from the cubin and counts the
+PTX's async copies."""
 
 from __future__ import annotations
 
@@ -18,7 +19,11 @@ from test_gdn_snapshot_interpreter import _tree
 
 FIXTURE_NEEDS = {"compile_env": ("network",)}
 TOOL = Path(__file__).resolve().parents[2] / "bench" / "kernels" / "ptx_resources.py"
-PLANS = ["verify shipped: 32 rows, 8 warps", "draft free: 32 rows, KV 32, 8 warps"]
+PLANS = [
+    "verify shipped: 32 rows, 8 warps",
+    "decode: one row, 16-row tile, 4 warps",
+    "draft free: 32 rows, KV 32, 8 warps",
+]
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +56,7 @@ def test_the_rows_kernel_compiles_for_the_card(
     for got in found["plans"].values():
         assert 0 < got["registers"] <= 255 and got["stack_bytes"] >= 0
         assert got["mma_sync"] > 0 or got["wgmma"]  # the products run on tensor cores
+        assert isinstance(got["async_copies"], int) and got["async_copies"] >= 0
 
 
 def test_an_interpreter_environment_is_refused(compile_env: dict[str, str]) -> None:
