@@ -31,6 +31,7 @@ let
       "docs/evidence/perf-h200-2026-12-01-shipped-rule"
       "docs/evidence/perf-h200-2026-12-02-reuse"
       "docs/evidence/perf-h200-2026-12-02-targets"
+      "docs/evidence/perf-h200-2026-12-03-prefill640"
       "docs/evidence/radix-h200-2026-12-02"
       "docs/evidence/recheck-h200-2026-12-02"
       "docs/evidence/smallm-h200-2026-11-30/smallm-sm90-132sm-60mib.json"
