@@ -1,0 +1,242 @@
+"""Benchmark: source variants of patch 0003's stage-1 rows kernel that load the KV tiles earlier, against
+the kernel as the patch ships it, for decode (one row per request) and verify (8 draft rows).
+
+Why: every 256-token split of decode's order is a chain of 32-token tiles folded one after another, and
+the shipped kernel's tile loop is not software-pipelined (no async copy in its PTX,
+docs/evidence/ptx-resources-2026-12-03): each tile waits on its own index, K and V loads. A variant that
+loads the next tile's KV while the current tile's products run computes the same products in the same
+order, so it may keep decode's bits; whether it does, and whether it is faster, only a card can say.
+
+Variants (each a textual rewrite of the kernel's source from the patched tree, built as a module of its
+own; a rewrite that does not find its anchor stops the bench):
+- shipped: the kernel as patched;
+- index-prefetch-3: the tile loop with `num_stages=3` (Triton 3.6 then prefetches the index loads only);
+- kv-prefetch: the next tile's indices, K and V loaded into registers before this tile's products;
+- the same two kernels with decode's 16-row tile on 8 warps (`_SMALL_TILE_WARPS` 8, fewer registers a
+  thread for the prefetched tile).
+
+For each case and variant: decode's and verify's output compared bit for bit with SGLang's own decode
+(the stock backend's forward_decode, as checks/gpu/test_attn_exact_verify.py does), then timed (CUDA-graph
+replay after an L2 flush, median of 30) when equal. Shape: the 27B target's full-attention layers (24
+query heads over 4 KV heads of 256). The card's plan (_CARD_PLANS) stays in force.
+
+Usage: BITEXACT_SGLANG_TREE=<patched tree> OUT=<dir> python bench/kernels/bench_attn_prefetch.py [--quick]
+Prints one line per case; writes bench_attn_prefetch.json under $OUT when set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parents[1] / "checks" / "gpu")]  # + checks/gpu (sglang_tree)
+
+import sglang_tree  # noqa: E402
+
+WIDTH = 8
+CASES = [(1, 640), (1, 2200), (1, 32768), (1, 131072), (8, 2200), (8, 32768)]
+QUICK_CASES = [(1, 640), (1, 2200), (1, 131072)]
+
+TILE_LOOP = "for start_n in tl.range(tile_start, tile_end, BLOCK_N):"
+INDEX_LOAD = "kv_loc = tl.load(kv_indices + req_kv_start + offs_n, mask=offs_n < tile_end, other=0)"
+K_LOAD = """            k = tl.load(
+                K_Buffer + offs_buf_k,
+                mask=(offs_n[None, :] < tile_end) & (mask_d[:, None]),
+                other=0.0,
+            )
+"""
+V_LOAD = """            v = tl.load(
+                V_Buffer + offs_buf_v,
+                mask=(offs_n[:, None] < tile_end) & (mask_dv[None, :]),
+                other=0.0,
+            )
+"""
+# kv-prefetch: the first tile before the loop, the next one at the top of each iteration (page size 1,
+# the layout of the bench's pools and of the recipe's servers); masked lanes read nothing and hold 0, as
+# the shipped loads' `other` does. An empty split (tile_start past tile_end) loads nothing.
+PROLOGUE = """        first_n = tl.minimum(tile_start, tile_end) + tl.arange(0, BLOCK_N)
+        first_in = (first_n < tile_end) & (tile_start < tile_end)
+        kv_loc_n = tl.load(kv_indices + req_kv_start + first_n, mask=first_in, other=0)
+        k_n = tl.load(
+            K_Buffer + kv_loc_n[None, :] * stride_buf_kbs + base_offs_k,
+            mask=first_in[None, :] & mask_d[:, None],
+            other=0.0,
+        )
+        v_n = tl.load(
+            V_Buffer + kv_loc_n[:, None] * stride_buf_vbs + base_offs_v,
+            mask=first_in[:, None] & mask_dv[None, :],
+            other=0.0,
+        )
+"""
+NEXT_TILE = """kv_loc = kv_loc_n
+            k = k_n
+            v = v_n
+            next_n = offs_n + BLOCK_N
+            next_in = next_n < tile_end
+            kv_loc_n = tl.load(kv_indices + req_kv_start + next_n, mask=next_in, other=0)
+            k_n = tl.load(
+                K_Buffer + kv_loc_n[None, :] * stride_buf_kbs + base_offs_k,
+                mask=next_in[None, :] & mask_d[:, None],
+                other=0.0,
+            )
+            v_n = tl.load(
+                V_Buffer + kv_loc_n[:, None] * stride_buf_vbs + base_offs_v,
+                mask=next_in[:, None] & mask_dv[None, :],
+                other=0.0,
+            )"""
+
+
+def _replace_once(source: str, old: str, new: str, variant: str) -> str:
+    if source.count(old) != 1:
+        raise SystemExit(
+            f"bench_attn_prefetch: variant {variant}: anchor found {source.count(old)} times, not once: "
+            f"{old[:60]!r} (the rows kernel changed: rewrite the variant for it)"
+        )
+    return source.replace(old, new)
+
+
+def rewrite(kernel_source: str, variant: str) -> str:
+    """The stage-1 kernel's source as `variant` rewrites it."""
+    if variant == "shipped":
+        return kernel_source
+    if variant == "index-prefetch-3":
+        return _replace_once(kernel_source, TILE_LOOP, TILE_LOOP[:-2] + ", num_stages=3):", variant)
+    if variant == "kv-prefetch":
+        source = _replace_once(
+            kernel_source, "        " + TILE_LOOP, PROLOGUE + "        " + TILE_LOOP, variant
+        )
+        source = _replace_once(source, INDEX_LOAD, NEXT_TILE, variant)
+        source = _replace_once(source, K_LOAD, "", variant)
+        source = _replace_once(source, V_LOAD, "", variant)
+        # page size 1 only: the paged branches would read the prefetched indices as pages
+        return _replace_once(
+            source,
+            "    # decode's _fwd_grouped_kernel_stage1",
+            "    tl.static_assert(PAGE_SIZE == 1)\n    # decode's _fwd_grouped_kernel_stage1",
+            variant,
+        )
+    raise SystemExit(f"bench_attn_prefetch: unknown variant {variant}")
+
+
+def variant_kernel(rows_module, variant: str):  # noqa: ANN001, ANN201
+    """`_shared_rows_stage1` rewritten as `variant`, from a copy of the rows module in a file of its own
+    (Triton's JIT reads a kernel's source from its file)."""
+    module_source = Path(rows_module.__file__).read_text()
+    kernel_source = inspect.getsource(rows_module._shared_rows_stage1.fn)
+    if module_source.count(kernel_source) != 1:
+        raise SystemExit("bench_attn_prefetch: the rows module's kernel source is not found once in its file")
+    folder = Path(tempfile.mkdtemp(prefix="bitexact-prefetch-"))
+    name = f"bitexact_rows_{variant.replace('-', '_')}"
+    path = folder / f"{name}.py"
+    path.write_text(module_source.replace(kernel_source, rewrite(kernel_source, variant)))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses in the module look their module up
+    spec.loader.exec_module(module)
+    return module._shared_rows_stage1
+
+
+VARIANTS = [  # (name, kernel variant, _SMALL_TILE_WARPS)
+    ("shipped", "shipped", None),
+    ("index-prefetch-3", "index-prefetch-3", None),
+    ("kv-prefetch", "kv-prefetch", None),
+    ("shipped, small tile 8 warps", "shipped", 8),
+    ("index-prefetch-3, small tile 8 warps", "index-prefetch-3", 8),
+    ("kv-prefetch, small tile 8 warps", "kv-prefetch", 8),
+]
+
+
+def measure(harness, rows_module, kernels, bs: int, prefix: int, graph_time_us) -> dict:  # noqa: ANN001
+    import torch
+
+    case = harness.make_case([prefix] * bs, WIDTH, seed=prefix + bs)
+    want = case.run_decode()  # SGLang's decode, every draft position
+    step = WIDTH - 1
+    idx = case.rows(step)
+    q, k, v = (t[idx].contiguous() for t in (case.q, case.k_draft, case.v_draft))
+    decode_batch, verify_batch = case.decode_batch(step), case.verify_batch()
+    shipped_kernel, shipped_warps = rows_module._shared_rows_stage1, rows_module._SMALL_TILE_WARPS
+    row: dict = {"bs": bs, "prefix": prefix, "variants": {}}
+    try:
+        for name, variant, warps in VARIANTS:
+            rows_module._shared_rows_stage1 = kernels[variant]
+            rows_module._SMALL_TILE_WARPS = shipped_warps if warps is None else warps
+            backend = case.backend
+            decoded = case.run_decode(backend)
+            verified = case.run_verify(backend)
+            same_decode = torch.equal(decoded.view(torch.int16), want.view(torch.int16))
+            same_verify = torch.equal(verified.view(torch.int16), want.view(torch.int16))
+            entry = {
+                "decode_bits": same_decode,
+                "verify_bits": same_verify,
+                "decode_us": None,
+                "verify_us": None,
+            }
+            if same_decode:
+                backend.init_forward_metadata(decode_batch)
+                torch.cuda.synchronize()
+                entry["decode_us"] = graph_time_us(
+                    functools.partial(backend.forward_decode, q, k, v, case.layer, decode_batch)
+                )
+            if same_verify:
+                backend.init_forward_metadata(verify_batch)
+                torch.cuda.synchronize()
+                entry["verify_us"] = graph_time_us(
+                    functools.partial(
+                        backend.forward_extend, case.q, case.k_draft, case.v_draft, case.layer, verify_batch
+                    )
+                )
+            row["variants"][name] = entry
+    finally:
+        rows_module._shared_rows_stage1, rows_module._SMALL_TILE_WARPS = shipped_kernel, shipped_warps
+    del case
+    torch.cuda.empty_cache()
+    return row
+
+
+def _cell(entry: dict, what: str) -> str:
+    us = entry[f"{what}_us"]
+    return "DIFFERS" if us is None else f"{us:.1f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="three cases: 1 x 640, 2200, 131072")
+    args = parser.parse_args()
+    problem = sglang_tree.install_from_env()
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
+    import attn_harness
+    import torch
+    import triton
+    from gpu_timing import graph_time_us
+    from sglang.srt.layers.attention import exact_verify_attention as rows_module
+
+    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
+    kernels = {variant: variant_kernel(rows_module, variant) for _, variant, _ in VARIANTS}
+    kernels["shipped"] = rows_module._shared_rows_stage1  # the module's own, not a copy
+    results: dict = {"variants": [name for name, _, _ in VARIANTS], "rows": []}
+    print("us per layer call, decode | verify; DIFFERS: not bit-equal to SGLang's decode, untimed")
+    print(f"{'bs':>3} {'prefix':>7}  " + "  ".join(name for name, _, _ in VARIANTS))
+    out = os.environ.get("OUT")
+    for bs, prefix in QUICK_CASES if args.quick else CASES:
+        row = measure(attn_harness, rows_module, kernels, bs, prefix, graph_time_us)
+        results["rows"].append(row)
+        cells = "  ".join(f"{_cell(e, 'decode')} | {_cell(e, 'verify')}" for e in row["variants"].values())
+        print(f"{bs:>3} {prefix:>7}  {cells}", flush=True)
+        if out:  # after every case: a call cut short keeps what it measured
+            Path(out, "bench_attn_prefetch.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
