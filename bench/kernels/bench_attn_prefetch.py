@@ -1,24 +1,29 @@
-"""Benchmark: source variants of patch 0003's stage-1 rows kernel that load the KV tiles earlier, against
-the kernel as the patch ships it, for decode (one row per request) and verify (8 draft rows).
+"""Benchmark: variants of patch 0003's stage-1 rows kernel that load the KV tiles earlier, for decode (one
+row per request) and verify (8 draft rows).
 
 Why: every 256-token split of decode's order is a chain of 32-token tiles folded one after another, and
-the shipped kernel's tile loop is not software-pipelined (no async copy in its PTX,
+by default Triton does not software-pipeline the kernel's tile loop (no async copy in its PTX,
 docs/evidence/ptx-resources-2026-12-03): each tile waits on its own index, K and V loads. A variant that
 loads the next tile's KV while the current tile's products run computes the same products in the same
 order, so it may keep decode's bits; whether it does, and whether it is faster, only a card can say.
 
-Variants (each a textual rewrite of the kernel's source from the patched tree, built as a module of its
-own; a rewrite that does not find its anchor stops the bench):
-- shipped: the kernel as patched;
-- index-prefetch-3: the tile loop with `num_stages=3` (Triton 3.6 then prefetches the index loads only);
-- kv-prefetch: the next tile's indices, K and V loaded into registers before this tile's products;
-- the same two kernels with decode's 16-row tile on 8 warps (`_SMALL_TILE_WARPS` 8, fewer registers a
-  thread for the prefetched tile).
+Variants (the card's launch plan otherwise, its _CARD_PLANS entry set as the module's constants):
+- loop default: the tile loop as Triton compiles it by default (`_TILE_LOOP_STAGES` None: what 0003
+  shipped before 2026-12-03);
+- loop at 3 stages: Triton's per-loop `num_stages=3` (it then prefetches the index loads only; the
+  H200's plan since 2026-12-03);
+- kv-prefetch: a rewrite of the kernel's source (a module of its own; a rewrite that does not find its
+  anchor stops the bench) that loads the next tile's indices, K and V into registers before this tile's
+  products, the loop at Triton's default;
+- each again with decode's 16-row tile on 8 warps (`_SMALL_TILE_WARPS` 8, fewer registers a thread).
+The run of 2026-12-03 (docs/evidence/attn-prefetch-h200-2026-12-03) was on the series before
+`_TILE_LOOP_STAGES`, where it named these shipped, index-prefetch-3 (the loop's stages by a rewrite) and
+kv-prefetch.
 
 For each case and variant: decode's and verify's output compared bit for bit with SGLang's own decode
 (the stock backend's forward_decode, as checks/gpu/test_attn_exact_verify.py does), then timed (CUDA-graph
 replay after an L2 flush, median of 30) when equal. Shape: the 27B target's full-attention layers (24
-query heads over 4 KV heads of 256). The card's plan (_CARD_PLANS) stays in force.
+query heads over 4 KV heads of 256).
 
 Usage: BITEXACT_SGLANG_TREE=<patched tree> OUT=<dir> python bench/kernels/bench_attn_prefetch.py [--quick]
 Prints one line per case; writes bench_attn_prefetch.json under $OUT when set.
@@ -45,7 +50,7 @@ WIDTH = 8
 CASES = [(1, 640), (1, 2200), (1, 32768), (1, 131072), (8, 2200), (8, 32768)]
 QUICK_CASES = [(1, 640), (1, 2200), (1, 131072)]
 
-TILE_LOOP = "for start_n in tl.range(tile_start, tile_end, BLOCK_N):"
+TILE_LOOP = "for start_n in tl.range(tile_start, tile_end, BLOCK_N, num_stages=LOOP_STAGES):"
 INDEX_LOAD = "kv_loc = tl.load(kv_indices + req_kv_start + offs_n, mask=offs_n < tile_end, other=0)"
 K_LOAD = """            k = tl.load(
                 K_Buffer + offs_buf_k,
@@ -105,10 +110,8 @@ def _replace_once(source: str, old: str, new: str, variant: str) -> str:
 
 def rewrite(kernel_source: str, variant: str) -> str:
     """The stage-1 kernel's source as `variant` rewrites it."""
-    if variant == "shipped":
+    if variant == "as-patched":
         return kernel_source
-    if variant == "index-prefetch-3":
-        return _replace_once(kernel_source, TILE_LOOP, TILE_LOOP[:-2] + ", num_stages=3):", variant)
     if variant == "kv-prefetch":
         source = _replace_once(
             kernel_source, "        " + TILE_LOOP, PROLOGUE + "        " + TILE_LOOP, variant
@@ -144,13 +147,13 @@ def variant_kernel(rows_module, variant: str):  # noqa: ANN001, ANN201
     return module._shared_rows_stage1
 
 
-VARIANTS = [  # (name, kernel variant, _SMALL_TILE_WARPS)
-    ("shipped", "shipped", None),
-    ("index-prefetch-3", "index-prefetch-3", None),
-    ("kv-prefetch", "kv-prefetch", None),
-    ("shipped, small tile 8 warps", "shipped", 8),
-    ("index-prefetch-3, small tile 8 warps", "index-prefetch-3", 8),
-    ("kv-prefetch, small tile 8 warps", "kv-prefetch", 8),
+VARIANTS = [  # (name, kernel rewrite, _TILE_LOOP_STAGES, _SMALL_TILE_WARPS: None keeps the card's plan's)
+    ("loop default", "as-patched", None, None),
+    ("loop at 3 stages", "as-patched", 3, None),
+    ("kv-prefetch", "kv-prefetch", None, None),
+    ("loop default, small tile 8 warps", "as-patched", None, 8),
+    ("loop at 3 stages, small tile 8 warps", "as-patched", 3, 8),
+    ("kv-prefetch, small tile 8 warps", "kv-prefetch", None, 8),
 ]
 
 
@@ -163,12 +166,14 @@ def measure(harness, rows_module, kernels, bs: int, prefix: int, graph_time_us) 
     idx = case.rows(step)
     q, k, v = (t[idx].contiguous() for t in (case.q, case.k_draft, case.v_draft))
     decode_batch, verify_batch = case.decode_batch(step), case.verify_batch()
-    shipped_kernel, shipped_warps = rows_module._shared_rows_stage1, rows_module._SMALL_TILE_WARPS
+    patched_kernel = rows_module._shared_rows_stage1
+    plan_warps = rows_module._SMALL_TILE_WARPS
     row: dict = {"bs": bs, "prefix": prefix, "variants": {}}
     try:
-        for name, variant, warps in VARIANTS:
+        for name, variant, stages, warps in VARIANTS:
             rows_module._shared_rows_stage1 = kernels[variant]
-            rows_module._SMALL_TILE_WARPS = shipped_warps if warps is None else warps
+            rows_module._TILE_LOOP_STAGES = stages
+            rows_module._SMALL_TILE_WARPS = plan_warps if warps is None else warps
             backend = case.backend
             decoded = case.run_decode(backend)
             verified = case.run_verify(backend)
@@ -196,7 +201,7 @@ def measure(harness, rows_module, kernels, bs: int, prefix: int, graph_time_us) 
                 )
             row["variants"][name] = entry
     finally:
-        rows_module._shared_rows_stage1, rows_module._SMALL_TILE_WARPS = shipped_kernel, shipped_warps
+        rows_module._shared_rows_stage1, rows_module._SMALL_TILE_WARPS = patched_kernel, plan_warps
     del case
     torch.cuda.empty_cache()
     return row
@@ -222,19 +227,34 @@ def main() -> int:
     from sglang.srt.layers.attention import exact_verify_attention as rows_module
 
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
-    kernels = {variant: variant_kernel(rows_module, variant) for _, variant, _ in VARIANTS}
-    kernels["shipped"] = rows_module._shared_rows_stage1  # the module's own, not a copy
-    results: dict = {"variants": [name for name, _, _ in VARIANTS], "rows": []}
+    kernels = {"kv-prefetch": variant_kernel(rows_module, "kv-prefetch")}
+    kernels["as-patched"] = rows_module._shared_rows_stage1  # the module's own, not a copy
+    device = torch.device("cuda", torch.cuda.current_device())
+    names = [n for n in vars(rows_module) if n.startswith(("_TILE_", "_SMALL_TILE_", "_TARGET_", "_DRAFT_"))]
+    constants = {n: getattr(rows_module, n) for n in names}
+    card_plans = rows_module._CARD_PLANS
+    results: dict = {"variants": [name for name, *_ in VARIANTS], "rows": []}
     print("us per layer call, decode | verify; DIFFERS: not bit-equal to SGLang's decode, untimed")
-    print(f"{'bs':>3} {'prefix':>7}  " + "  ".join(name for name, _, _ in VARIANTS))
+    print(f"{'bs':>3} {'prefix':>7}  " + "  ".join(name for name, *_ in VARIANTS))
     out = os.environ.get("OUT")
-    for bs, prefix in QUICK_CASES if args.quick else CASES:
-        row = measure(attn_harness, rows_module, kernels, bs, prefix, graph_time_us)
-        results["rows"].append(row)
-        cells = "  ".join(f"{_cell(e, 'decode')} | {_cell(e, 'verify')}" for e in row["variants"].values())
-        print(f"{bs:>3} {prefix:>7}  {cells}", flush=True)
-        if out:  # after every case: a call cut short keeps what it measured
-            Path(out, "bench_attn_prefetch.json").write_text(json.dumps(results, indent=1))
+    try:  # the card's plan as the module's constants, so that each variant may set one of them
+        for name in names:
+            setattr(rows_module, name, rows_module.plan_value(name, device))
+        rows_module._CARD_PLANS = {}
+        results["plan"] = {n: getattr(rows_module, n) for n in names}
+        for bs, prefix in QUICK_CASES if args.quick else CASES:
+            row = measure(attn_harness, rows_module, kernels, bs, prefix, graph_time_us)
+            results["rows"].append(row)
+            cells = "  ".join(
+                f"{_cell(e, 'decode')} | {_cell(e, 'verify')}" for e in row["variants"].values()
+            )
+            print(f"{bs:>3} {prefix:>7}  {cells}", flush=True)
+            if out:  # after every case: a call cut short keeps what it measured
+                Path(out, "bench_attn_prefetch.json").write_text(json.dumps(results, indent=1))
+    finally:
+        rows_module._CARD_PLANS = card_plans
+        for name, value in constants.items():
+            setattr(rows_module, name, value)
     return 0
 
 

@@ -28,18 +28,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "checks" / "gpu"))
 import sglang_tree  # noqa: E402
 
 # name -> (BLOCK_M tile rows, BLOCK_N KV tile, rows per program, row groups, decode order, warps, rows per
-# request: 8 for the draft block, 1 for plain decode, which takes its lengths from decode's offsets)
+# request: 8 for the draft block, 1 for plain decode, which takes its lengths from decode's offsets,
+# the tile loop's stages: None for Triton's default, 3 for the H200's plan since 2026-12-03)
 PLANS = {
-    "verify shipped: 32 rows, 8 warps": (32, 32, 5, 2, True, 8, 8),
-    "verify 16 rows, 4 warps": (16, 32, 2, 4, True, 4, 8),
-    "verify 16 rows, 8 warps": (16, 32, 2, 4, True, 8, 8),
-    "verify 32 rows, 4 warps": (32, 32, 5, 2, True, 4, 8),
-    "decode: one row, 16-row tile, 4 warps": (16, 32, 1, 1, True, 4, 1),
-    "draft free: 32 rows, KV 32, 8 warps": (32, 32, 5, 2, False, 8, 8),
-    "draft free: 32 rows, KV 64, 8 warps": (32, 64, 5, 2, False, 8, 8),
-    "draft free: 64 rows, KV 32, 8 warps": (64, 32, 8, 1, False, 8, 8),
-    "draft free: 64 rows, KV 64, 8 warps": (64, 64, 8, 1, False, 8, 8),
-    "draft free: 64 rows, KV 64, 16 warps": (64, 64, 8, 1, False, 16, 8),
+    "verify shipped: 32 rows, 8 warps": (32, 32, 5, 2, True, 8, 8, None),
+    "verify 16 rows, 4 warps": (16, 32, 2, 4, True, 4, 8, None),
+    "verify 16 rows, 8 warps": (16, 32, 2, 4, True, 8, 8, None),
+    "verify 32 rows, 4 warps": (32, 32, 5, 2, True, 4, 8, None),
+    "verify 32 rows, 4 warps, tile loop at 3 stages (H200)": (32, 32, 5, 2, True, 4, 8, 3),
+    "decode: one row, 16-row tile, 4 warps": (16, 32, 1, 1, True, 4, 1, None),
+    "decode: one row, 16-row tile, 4 warps, tile loop at 3 stages (H200)": (16, 32, 1, 1, True, 4, 1, 3),
+    "draft free: 32 rows, KV 32, 8 warps": (32, 32, 5, 2, False, 8, 8, None),
+    "draft free: 32 rows, KV 64, 8 warps": (32, 64, 5, 2, False, 8, 8, None),
+    "draft free: 64 rows, KV 32, 8 warps": (64, 32, 8, 1, False, 8, 8, None),
+    "draft free: 64 rows, KV 64, 8 warps": (64, 64, 8, 1, False, 8, 8, None),
+    "draft free: 64 rows, KV 64, 16 warps": (64, 64, 8, 1, False, 16, 8, None),
 }
 POINTERS = {
     "Q": "*bf16", "K_Buffer": "*bf16", "V_Buffer": "*bf16", "req_kv_indptr": "*i32", "kv_indices": "*i64",
@@ -67,12 +70,12 @@ def resources(kernel, plan: tuple, arch: int) -> dict:  # noqa: ANN001
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    block_m, block_n, rows, groups, decode_order, warps, width = plan
+    block_m, block_n, rows, groups, decode_order, warps, width, loop_stages = plan
     constants = dict(
         WIDTH=width, ROWS=rows, ROW_GROUPS=groups, kv_group_num=6, q_head_num=24, BLOCK_DMODEL=256,
         BLOCK_DV=256, BLOCK_N=block_n, BLOCK_H=16, BLOCK_M=block_m, MIN_BLOCK_KV=32, logit_cap=0.0,
         xai_temperature_len=-1, Lk=256, Lv=256, LENS_FROM_INDPTR=width == 1, USE_PDL=False, PAGE_SIZE=1,
-        DECODE_ORDER=decode_order,
+        DECODE_ORDER=decode_order, LOOP_STAGES=loop_stages,
     )  # fmt: skip
     params = list(inspect.signature(kernel.fn).parameters)
     signature = {p: POINTERS.get(p, "fp32" if p in FLOATS else "i32") for p in params}

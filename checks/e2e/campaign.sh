@@ -38,6 +38,11 @@
 # the two no-spec servers at 640 tokens with the 640-token prefill profiled (run 2026-12-03 up to its
 # phase P, which the device time did not reach).
 # PLAN prefill-640 (after `bench/perf/h200.sh model` too): capacity-prefill's phase P alone.
+# PLAN loop-stages (issue 26, after 0003's KV tile loop went to 3 stages on sm_90; after `bench/perf/h200.sh
+# model` too): C side by side, nothing timed: the exact no-spec 27B-shaped server's first start, the
+# attention GPU checks (every verify and decode row against SGLang's decode with the new loop, each tile
+# plan) and the patched tree's parity battery on the tiny model; P alone, the two no-spec servers at 640
+# and 2200 tokens, the decode step at 640 profiled.
 # PLAN finish (issues 26 and 27 to their end; after `bench/perf/h200.sh model` too): C side by side,
 # nothing timed: the exact 27B-shaped server's first start and, in one stream (one tiny server at a
 # time: two starting together once failed SGLang's pool sizing), the radix batteries that have no exit
@@ -332,6 +337,28 @@ measure_prefill_640() {
   done
 }
 
+phases_loop_stages() {
+  local res=$camp/res repo=$camp/repo
+  cd "$repo" || exit 2
+  mkdir -p "$res/kernels"
+  local tree=(env "PYTHONPATH=$work/deps" "BITEXACT_SGLANG_TREE=$work/patched")
+  echo "phase C $(date -u +%T)"
+  warm_first exact-no-spec
+  "${tree[@]}" "$py" -m pytest -q -rs -p no:cacheprovider --import-mode=importlib \
+    checks/gpu/test_attn_exact_verify.py > "$res/kernels/gpu-checks.log" 2>&1 &
+  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only gpu-parity-recipe --out "$res/e2e" \
+    --port 30000 --mem-fraction-static 0.15 > "$res/stream-parity.log" 2>&1 &
+  wait
+  echo "phase P $(date -u +%T)"
+  local server
+  for server in exact-no-spec stock-no-spec; do
+    perf_measure --server "$server" --lengths 640,2200 --long-lengths '' --profile-prompt 640 --prefill-prompt 0
+    echo "$server exit $? $(date -u +%T)"
+  done
+  echo "done $(date -u +%T)"
+  touch "$camp/done"
+}
+
 phases_prefill_640() {
   local res=$camp/res repo=$camp/repo
   cd "$repo" || exit 2
@@ -345,7 +372,7 @@ case "$step" in
   start)
     BUILD_ID=${2:?start BUILD_ID}
     plan=${3:-e2e}
-    case "$plan" in e2e | perf | long | radix | recheck | targets | finish | capacity-prefill | prefill-640) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck, targets, finish, capacity-prefill or prefill-640)" >&2; exit 2 ;; esac
+    case "$plan" in e2e | perf | long | radix | recheck | targets | finish | capacity-prefill | prefill-640 | loop-stages) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck, targets, finish, capacity-prefill, prefill-640 or loop-stages)" >&2; exit 2 ;; esac
     export BUILD_ID
     rm -rf "$camp" && mkdir -p "$camp/repo"
     # A copy: later calls replace the working tree under the running phases.

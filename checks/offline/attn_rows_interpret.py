@@ -148,7 +148,7 @@ def run_case(decode, rows, geometry, prefixes, width, layout, programs, seed) ->
         WIDTH=width, ROWS=per_program, ROW_GROUPS=row_groups, kv_group_num=group, q_head_num=heads,
         BLOCK_DMODEL=dim, BLOCK_DV=dim, BLOCK_N=block_n if free else 32, BLOCK_H=16,
         BLOCK_M=tile_rows, MIN_BLOCK_KV=32, logit_cap=0.0, xai_temperature_len=-1, Lk=dim, Lv=dim,
-        LENS_FROM_INDPTR=from_indptr, USE_PDL=False, PAGE_SIZE=1, DECODE_ORDER=not free,
+        LENS_FROM_INDPTR=from_indptr, USE_PDL=False, PAGE_SIZE=1, DECODE_ORDER=not free, LOOP_STAGES=None,
     )  # fmt: skip
     for r in range(n_rows):
         kvps = math.ceil(math.ceil(lens[r] / int(splits[r])) / 32) * 32

@@ -88,8 +88,8 @@ def test_an_unknown_plan_is_refused_before_anything_starts(tmp_path: Path) -> No
     refused = _campaign(repo, env, "start", "abc1234", "speed")
     assert (
         refused.returncode == 2
-        and "unknown plan speed (e2e, perf, long, radix, recheck, targets, finish, capacity-prefill or "
-        "prefill-640)"
+        and "unknown plan speed (e2e, perf, long, radix, recheck, targets, finish, capacity-prefill, "
+        "prefill-640 or loop-stages)"
         in refused.stderr
     )
     assert not (tmp_path / "camp").exists()
@@ -297,3 +297,25 @@ def test_the_prefill_640_plan_is_capacity_prefills_phase_p_alone(tmp_path: Path)
     assert "phase C" not in log
     assert log.index("phase P") < log.index("exact-no-spec exit 0") < log.index("stock-no-spec exit 0")
     assert log.index("stock-no-spec exit 0") < log.index("done")
+
+
+def test_the_loop_stages_plan_checks_beside_the_first_start_then_times_the_no_spec_servers(
+    tmp_path: Path,
+) -> None:
+    calls = _run_plan(tmp_path, "loop-stages")
+    measures, servers = _measures(calls)
+    assert servers == ["exact-no-spec", "stock-no-spec"]
+    assert calls[-2:] == measures  # phase P last, one server after the other
+    assert all(
+        "--lengths 640,2200 --long-lengths  --profile-prompt 640 --prefill-prompt 0" in c for c in measures
+    )
+    side = calls[:-2]
+    (warm,) = _warm_calls(side)
+    assert "--server exact-no-spec " in warm and "--mem-fraction-static 0.5" in warm
+    (checks,) = [c for c in side if "-m pytest" in c]
+    assert checks.endswith("checks/gpu/test_attn_exact_verify.py")
+    (stream,) = [c for c in side if "batteries.py" in c]
+    assert "--tree patched --only gpu-parity-recipe " in stream and "--port 30000" in stream
+    log = (tmp_path / "camp" / "campaign.log").read_text()
+    assert log.index("phase C") < log.index("phase P") < log.index("exact-no-spec exit 0")
+    assert log.index("exact-no-spec exit 0") < log.index("stock-no-spec exit 0") < log.index("done")
