@@ -167,7 +167,7 @@ def measure(harness, rows_module, kernels, bs: int, prefix: int, graph_time_us) 
     q, k, v = (t[idx].contiguous() for t in (case.q, case.k_draft, case.v_draft))
     decode_batch, verify_batch = case.decode_batch(step), case.verify_batch()
     patched_kernel = rows_module._shared_rows_stage1
-    plan_warps = rows_module._SMALL_TILE_WARPS
+    plan_warps, plan_stages = rows_module._SMALL_TILE_WARPS, rows_module._TILE_LOOP_STAGES
     row: dict = {"bs": bs, "prefix": prefix, "variants": {}}
     try:
         for name, variant, stages, warps in VARIANTS:
@@ -201,7 +201,8 @@ def measure(harness, rows_module, kernels, bs: int, prefix: int, graph_time_us) 
                 )
             row["variants"][name] = entry
     finally:
-        rows_module._shared_rows_stage1, rows_module._SMALL_TILE_WARPS = patched_kernel, plan_warps
+        rows_module._shared_rows_stage1 = patched_kernel
+        rows_module._SMALL_TILE_WARPS, rows_module._TILE_LOOP_STAGES = plan_warps, plan_stages
     del case
     torch.cuda.empty_cache()
     return row

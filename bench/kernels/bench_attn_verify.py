@@ -275,7 +275,8 @@ def main() -> int:
         del case, plain
         torch.cuda.empty_cache()
     results["tile_plans"] = tile_plan_times(attn_harness, graph_time_us)
-    print("verify rows per tile plan (rows-warps-programs-small warps), us per layer call; differ: untimed")
+    legend = "rows-warps-programs-small warps-loop stages"
+    print(f"verify rows per tile plan ({legend}), us per layer call; differ: untimed")
     for row in results["tile_plans"]:
         cells = ", ".join(
             f"{k} {v['bits'] if v['us'] is None else format(v['us'], '.1f')}" for k, v in row["plans"].items()

@@ -8,8 +8,8 @@ the kernel bench need not time first. Shape: the 27B target's full-attention lay
 
 Usage: BITEXACT_SGLANG_TREE=<patched tree> python bench/kernels/ptx_resources.py [--arch 90] [--json F]
 (TRITON_INTERPRET unset). Prints one line per plan: registers, stack bytes, whether warpgroup MMA
-(wgmma) is used, mma.sync count and async copies (cp.async) in the PTX. No async copy means the KV tile
-loop loads synchronously: Triton did not software-pipeline it, whatever the launch's num_stages.
+(wgmma) is used, mma.sync count, async copies in the PTX (cp.async, bulk ones included) and, from
+Triton's TTGIR, what the async copies load (element type: i64 for the KV indices, bf16 for K and V).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import argparse
 import inspect
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -98,8 +99,20 @@ def resources(kernel, plan: tuple, arch: int) -> dict:  # noqa: ANN001
         "stack_bytes": int(fields["STACK"]),
         "wgmma": "wgmma" in ptx,
         "mma_sync": ptx.count("mma.sync"),
-        "async_copies": ptx.count("cp.async.ca.") + ptx.count("cp.async.cg."),
+        "async_copies": sum(ptx.count(f"cp.async.{kind}.") for kind in ("ca", "cg", "bulk")),
+        "async_copy_loads": _async_copy_loads(compiled.asm["ttgir"]),
     }
+
+
+def _async_copy_loads(ttgir: str) -> dict[str, int]:
+    """Async copies in the TTGIR by the element type of the pointers they load through."""
+    found: dict[str, int] = {}
+    for line in ttgir.splitlines():
+        if "ttg.async_copy_global_to_local" in line:
+            match = re.search(r"!tt\.ptr<(\w+)>", line)
+            kind = match.group(1) if match else "unknown"
+            found[kind] = found.get(kind, 0) + 1
+    return dict(sorted(found.items()))
 
 
 def main() -> int:
@@ -129,7 +142,7 @@ def main() -> int:
         print(
             f"{name}: {got['registers']} registers, {got['stack_bytes']} B stack, "
             f"wgmma {'yes' if got['wgmma'] else 'no'}, {got['mma_sync']} mma.sync, "
-            f"{got['async_copies']} async copies",
+            f"{got['async_copies']} async copies (TTGIR: {got['async_copy_loads'] or 'none'})",
             flush=True,
         )
     if args.json:
