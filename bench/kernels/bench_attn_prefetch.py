@@ -39,6 +39,7 @@ import json
 import os
 import sys
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -223,11 +224,11 @@ def main() -> int:
         return 2
     import attn_harness
     import torch
-    import triton
     from gpu_timing import graph_time_us
     from sglang.srt.layers.attention import exact_verify_attention as rows_module
 
-    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
+    triton_version = metadata.version("triton")
+    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton_version}")
     kernels = {"kv-prefetch": variant_kernel(rows_module, "kv-prefetch")}
     kernels["as-patched"] = rows_module._shared_rows_stage1  # the module's own, not a copy
     device = torch.device("cuda", torch.cuda.current_device())
