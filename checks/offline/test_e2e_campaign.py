@@ -88,8 +88,8 @@ def test_an_unknown_plan_is_refused_before_anything_starts(tmp_path: Path) -> No
     refused = _campaign(repo, env, "start", "abc1234", "speed")
     assert (
         refused.returncode == 2
-        and "unknown plan speed (e2e, perf, long, radix, recheck, targets, finish, capacity-prefill, "
-        "prefill-640 or loop-stages)"
+        and "unknown plan speed (e2e, perf, long, radix, recheck, targets, complete, finish, "
+        "capacity-prefill, prefill-640 or loop-stages)"
         in refused.stderr
     )
     assert not (tmp_path / "camp").exists()
@@ -225,6 +225,35 @@ def test_the_targets_plan_warms_beside_the_batteries_then_measures_four_servers(
     assert "patched:gpu-radix-forced-reject" in batteries
     assert any("gpu-repeat" in b and "gpu-parity-long" in b for b in batteries)
     assert len({c.split("--port ")[1].split()[0] for c in runs + [warm]}) == len(runs) + 1
+    log = (tmp_path / "camp" / "campaign.log").read_text()
+    assert log.index("phase C") < log.index("phase P") < log.index("stock-no-spec exit 0") < log.index("done")
+
+
+def test_the_complete_plan_is_targets_with_every_capacity_battery_beside(tmp_path: Path) -> None:
+    calls = _run_plan(tmp_path, "complete")
+    measures, servers = _measures(calls)
+    assert servers == ["exact-spec", "exact-no-spec", "stock-spec", "stock-no-spec"]
+    assert calls[-4:] == measures  # phase P last, one server after the other
+    side = calls[:-4]
+    (warm,) = _warm_calls(side)
+    runs = [c for c in side if "batteries.py" in c]
+    only = [c.split("--only ")[1].split()[0].split(",") for c in runs]
+    capacity = sorted(b for names in only for b in names if b.startswith("gpu-capacity-"))
+    assert capacity == sorted(
+        "gpu-capacity-" + s
+        for s in (
+            "max-running-1",
+            "max-seqs-32",
+            "chunked-prefill-4096",
+            "chunked-prefill-16384",
+            "cuda-graph-decode-bs-1",
+            "cuda-graph-decode-bs-32",
+        )
+    )  # each once
+    (parity,) = [names for names in only if "gpu-repeat" in names]
+    assert {"gpu-parity-long", "gpu-capacity-max-running-1"} <= set(parity)  # one stream shares references
+    assert all("--tree patched" in c for c in runs if "gpu-capacity-" in c)
+    assert len({c.split("--port ")[1].split()[0] for c in runs + [warm]}) == len(runs) + 1 == 6
     log = (tmp_path / "camp" / "campaign.log").read_text()
     assert log.index("phase C") < log.index("phase P") < log.index("stock-no-spec exit 0") < log.index("done")
 
