@@ -33,7 +33,8 @@
 # by side, nothing timed: the exact 27B-shaped server's first start and recheck's four battery streams;
 # P alone, the four 27B-shaped servers measured one after another (what each target reads, no more).
 # PLAN complete (issue 26 with the kernels as shipped; after `bench/perf/h200.sh model` too): plan targets
-# with the six capacity batteries in phase C as well (three in the parity stream, three in a fifth one).
+# with the six capacity batteries in phase C as well (two each in the parity, the forced-reject and a fifth
+# stream).
 # PLAN capacity-prefill (what issue 26 still lacks after plan finish; after `bench/perf/h200.sh model` too):
 # C side by side, nothing timed: the exact no-spec 27B-shaped server's first start and, in one stream (one
 # tiny server at a time, as in plan finish), the capacity batteries with the card's launch plans; P alone,
@@ -217,9 +218,10 @@ phases_radix() {
 # The patched tree's radix and parity batteries and the stock tree's radix ones, four streams started
 # STAGGER seconds apart (each server variant in its own, so that the slowest stream is one server's start
 # and its batteries), at TINY of the memory free at each start. Background jobs of the caller's shell.
-# EXTRA (optional, comma-separated) joins the parity stream's batteries: they share its references.
+# PARITY_EXTRA and REJECT_EXTRA (optional, comma-separated) join the parity and the forced-reject streams'
+# batteries: one run each, so that they share its no-spec references (recorded first) and its servers.
 battery_streams() {
-  local tiny=$1 stagger=$2 extra=${3:-} res=$camp/res
+  local tiny=$1 stagger=$2 parity_extra=${3:-} reject_extra=${4:-} res=$camp/res
   local radix=gpu-radix-cold-warm,gpu-radix-shared-prefix,gpu-radix-long-extend,gpu-radix-inflight-8
   radix+=,gpu-radix-repeat,gpu-radix-golden
   local golden=$res/golden
@@ -227,10 +229,10 @@ battery_streams() {
   "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$radix" --golden-dir "$golden" \
     --out "$res/e2e-radix" --port 30000 --mem-fraction-static "$tiny" > "$res/stream-radix.log" 2>&1 &
   sleep "$stagger"
-  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only gpu-radix-forced-reject \
+  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only gpu-radix-forced-reject${reject_extra:+,$reject_extra} \
     --out "$res/e2e-radix-reject" --port 30003 --mem-fraction-static "$tiny" > "$res/stream-radix-reject.log" 2>&1 &
   sleep "$stagger"
-  local parity=gpu-parity-recipe,gpu-parity-inflight-8,gpu-parity-long,gpu-repeat${extra:+,$extra}
+  local parity=gpu-parity-recipe,gpu-parity-inflight-8,gpu-parity-long,gpu-repeat${parity_extra:+,$parity_extra}
   "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$parity" --out "$res/e2e" \
     --port 30002 --mem-fraction-static "$tiny" > "$res/stream-parity.log" 2>&1 &
   sleep "$stagger"
@@ -274,18 +276,18 @@ phases_complete() {
   cd "$repo" || exit 2
   mkdir -p "$res"
   echo "phase C $(date -u +%T)"
-  # Every battery with the kernels as shipped: plan targets' streams, the capacity batteries split
-  # between the parity stream (its references shared) and a fifth stream of their own, so that phase C
-  # lasts about as long as one stream of three capacity servers. Starts 20 s apart by default: five tiny
-  # servers 10 s apart once failed SGLang's pool sizing (docs/evidence/targets-h200-2026-12-02).
+  # Every battery with the kernels as shipped: plan targets' streams and the six capacity batteries, two
+  # in the parity stream, two in the forced-reject one (each run's no-spec references shared) and two in
+  # a fifth stream, so that no stream runs more than three or four tiny servers one after another. Starts
+  # 20 s apart by default: five tiny servers 10 s apart once failed SGLang's pool sizing
+  # (docs/evidence/targets-h200-2026-12-02).
   warm_first exact-spec
   local stagger=${CAMPAIGN_STAGGER:-20}
-  battery_streams 0.15 "$stagger" \
-    gpu-capacity-max-running-1,gpu-capacity-max-seqs-32,gpu-capacity-chunked-prefill-4096
+  battery_streams 0.15 "$stagger" gpu-capacity-max-running-1,gpu-capacity-max-seqs-32 \
+    gpu-capacity-chunked-prefill-4096,gpu-capacity-chunked-prefill-16384
   sleep "$stagger"
-  local capacity=gpu-capacity-chunked-prefill-16384,gpu-capacity-cuda-graph-decode-bs-1
-  capacity+=,gpu-capacity-cuda-graph-decode-bs-32
-  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$capacity" --out "$res/e2e-capacity" \
+  "$py" checks/e2e/batteries.py --work "$work" --tree patched \
+    --only gpu-capacity-cuda-graph-decode-bs-1,gpu-capacity-cuda-graph-decode-bs-32 --out "$res/e2e-capacity" \
     --port 30004 --mem-fraction-static 0.15 > "$res/stream-capacity.log" 2>&1 &
   wait
   measure_targets

@@ -251,7 +251,9 @@ def test_the_complete_plan_is_targets_with_every_capacity_battery_beside(tmp_pat
         )
     )  # each once
     (parity,) = [names for names in only if "gpu-repeat" in names]
-    assert {"gpu-parity-long", "gpu-capacity-max-running-1"} <= set(parity)  # one stream shares references
+    assert {"gpu-parity-long", "gpu-capacity-max-running-1"} <= set(parity)  # one run shares references
+    (reject,) = [names for names in only if "gpu-radix-forced-reject" in names]
+    assert "gpu-capacity-chunked-prefill-16384" in reject
     assert all("--tree patched" in c for c in runs if "gpu-capacity-" in c)
     assert len({c.split("--port ")[1].split()[0] for c in runs + [warm]}) == len(runs) + 1 == 6
     log = (tmp_path / "camp" / "campaign.log").read_text()
