@@ -119,9 +119,8 @@ def test_every_server_ran_what_its_name_says(evidence: Path) -> None:
 
 
 CURRENT = REPO / "docs" / "evidence" / "perf-h200-2026-12-02-targets"
-# the no-spec servers at 640 tokens with the prefill profiled, and then with 0003's tile loop at 3 stages:
-# complements the page holds beside CURRENT
-PREFILL_640 = REPO / "docs" / "evidence" / "perf-h200-2026-12-03-prefill640"
+# the no-spec servers at 640 and 2200 tokens with 0003's tile loop at 3 stages: a complement the page holds
+# beside CURRENT
 LOOP_STAGES = REPO / "docs" / "evidence" / "perf-h200-2026-12-03-loop-stages"
 
 
@@ -132,7 +131,7 @@ LOOP_STAGES = REPO / "docs" / "evidence" / "perf-h200-2026-12-03-loop-stages"
 )
 def test_the_page_holds_the_measured_tables(evidence: Path, lengths: int) -> None:
     """The current run's tables on docs/performance.md, an earlier run's on its own results.md."""
-    page = (PAGE if evidence in (CURRENT, PREFILL_640, LOOP_STAGES) else evidence / "results.md").read_text()
+    page = (PAGE if evidence in (CURRENT, LOOP_STAGES) else evidence / "results.md").read_text()
     summary = (evidence / "summary.md").read_text()
     tables = [line for line in summary.splitlines() if line.startswith("| ")]
     first = summary.split("\n\n- ")[0]  # the decode and TTFT table, before the servers' notes
