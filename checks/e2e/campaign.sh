@@ -35,6 +35,7 @@
 # PLAN complete (issue 26 with the kernels as shipped; after `bench/perf/h200.sh model` too): plan targets
 # with the six capacity batteries in phase C as well (two each in the parity, the forced-reject and a fifth
 # stream).
+# PLAN batteries (issue 26; tiny model only, nothing timed): plan complete's batteries alone.
 # PLAN capacity-prefill (what issue 26 still lacks after plan finish; after `bench/perf/h200.sh model` too):
 # C side by side, nothing timed: the exact no-spec 27B-shaped server's first start and, in one stream (one
 # tiny server at a time, as in plan finish), the capacity batteries with the card's launch plans; P alone,
@@ -276,12 +277,32 @@ phases_complete() {
   cd "$repo" || exit 2
   mkdir -p "$res"
   echo "phase C $(date -u +%T)"
-  # Every battery with the kernels as shipped: plan targets' streams and the six capacity batteries, two
-  # in the parity stream, two in the forced-reject one (each run's no-spec references shared) and two in
-  # a fifth stream, so that no stream runs more than three or four tiny servers one after another. Starts
-  # 20 s apart by default: five tiny servers 10 s apart once failed SGLang's pool sizing
-  # (docs/evidence/targets-h200-2026-12-02).
+  # the exact 27B-shaped server's first start beside the batteries, then phase P
   warm_first exact-spec
+  every_battery
+  wait
+  measure_targets
+  echo "done $(date -u +%T)"
+  touch "$camp/done"
+}
+
+phases_batteries() {
+  local res=$camp/res repo=$camp/repo
+  cd "$repo" || exit 2
+  mkdir -p "$res"
+  echo "phase C $(date -u +%T)"
+  every_battery
+  wait
+  echo "done $(date -u +%T)"
+  touch "$camp/done"
+}
+
+# Every battery with the kernels as shipped: plan targets' streams and the six capacity batteries, two
+# in the parity stream, two in the forced-reject one (each run's no-spec references shared) and two in
+# a fifth stream, so that no stream runs more than four tiny servers one after another. Starts 20 s apart
+# by default: five tiny servers 10 s apart once failed SGLang's pool sizing
+# (docs/evidence/targets-h200-2026-12-02). Background jobs of the caller's shell.
+every_battery() {
   local stagger=${CAMPAIGN_STAGGER:-20}
   battery_streams 0.15 "$stagger" gpu-capacity-max-running-1,gpu-capacity-max-seqs-32 \
     gpu-capacity-chunked-prefill-4096,gpu-capacity-chunked-prefill-16384
@@ -289,10 +310,6 @@ phases_complete() {
   "$py" checks/e2e/batteries.py --work "$work" --tree patched \
     --only gpu-capacity-cuda-graph-decode-bs-1,gpu-capacity-cuda-graph-decode-bs-32 --out "$res/e2e-capacity" \
     --port 30004 --mem-fraction-static 0.15 > "$res/stream-capacity.log" 2>&1 &
-  wait
-  measure_targets
-  echo "done $(date -u +%T)"
-  touch "$camp/done"
 }
 
 # Issue 26's targets, the four 27B-shaped servers alone one after another, the exact ones first. Only
@@ -401,7 +418,7 @@ case "$step" in
   start)
     BUILD_ID=${2:?start BUILD_ID}
     plan=${3:-e2e}
-    case "$plan" in e2e | perf | long | radix | recheck | targets | complete | finish | capacity-prefill | prefill-640 | loop-stages) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck, targets, complete, finish, capacity-prefill, prefill-640 or loop-stages)" >&2; exit 2 ;; esac
+    case "$plan" in e2e | perf | long | radix | recheck | targets | complete | batteries | finish | capacity-prefill | prefill-640 | loop-stages) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck, targets, complete, batteries, finish, capacity-prefill, prefill-640 or loop-stages)" >&2; exit 2 ;; esac
     export BUILD_ID
     rm -rf "$camp" && mkdir -p "$camp/repo"
     # A copy: later calls replace the working tree under the running phases.

@@ -88,8 +88,8 @@ def test_an_unknown_plan_is_refused_before_anything_starts(tmp_path: Path) -> No
     refused = _campaign(repo, env, "start", "abc1234", "speed")
     assert (
         refused.returncode == 2
-        and "unknown plan speed (e2e, perf, long, radix, recheck, targets, complete, finish, "
-        "capacity-prefill, prefill-640 or loop-stages)"
+        and "unknown plan speed (e2e, perf, long, radix, recheck, targets, complete, batteries, "
+        "finish, capacity-prefill, prefill-640 or loop-stages)"
         in refused.stderr
     )
     assert not (tmp_path / "camp").exists()
@@ -258,6 +258,15 @@ def test_the_complete_plan_is_targets_with_every_capacity_battery_beside(tmp_pat
     assert len({c.split("--port ")[1].split()[0] for c in runs + [warm]}) == len(runs) + 1 == 6
     log = (tmp_path / "camp" / "campaign.log").read_text()
     assert log.index("phase C") < log.index("phase P") < log.index("stock-no-spec exit 0") < log.index("done")
+
+
+def test_the_batteries_plan_is_completes_batteries_alone(tmp_path: Path) -> None:
+    calls = _run_plan(tmp_path, "batteries")
+    assert not _measures(calls)[0] and not _warm_calls(calls)
+    runs = [c for c in calls if "batteries.py" in c]
+    assert len(runs) == 5 and sum(c.count("gpu-capacity-") for c in runs) == 6
+    log = (tmp_path / "camp" / "campaign.log").read_text()
+    assert "phase P" not in log and log.index("phase C") < log.index("done")
 
 
 def test_the_finish_plan_warms_beside_one_battery_stream_then_measures_five_servers(tmp_path: Path) -> None:
