@@ -479,6 +479,8 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
             timings["ready_s"] = round(server.wait_ready(args.start_timeout), 1)
         except RuntimeError as error:
             raise RunError(f"{spec.name}: {error}") from None
+        if server.restarts:  # its pool-sizing failures before it started (batteries.Server)
+            timings["server_restarts"] = server.restarts
         log(f"{spec.name}: ready after {timings['ready_s']} s")
         meta = check_meta(spec, batteries.meta_sample(args.port, list(range(300, 340)), max_new_tokens=128))
         (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")

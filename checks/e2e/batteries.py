@@ -148,10 +148,24 @@ class PortTaken(RuntimeError):
     """The port is held by another process: a server left by an earlier run, or someone else's."""
 
 
+# SGLang 0.5.20 sizes its pools from the GPU memory free before its weights load against what is free
+# after (kv_cache_configurator.py, `_profile_available_bytes` and `_handle_max_mamba_cache`): a neighbour
+# that allocates in between makes the start fail with one of these, though the same start alone fits.
+POOL_SIZING_FAILURES = (
+    "Loaded weights leave no GPU memory for the KV cache",
+    "Not enough GPU memory for hybrid (mamba/linear-attention) state cache",
+)
+
+
 class Server:
     """One server process (its own process group), its log, and readiness through /health_generate. It
     refuses a port another process holds, and is ready only when the process listening on the port is its
-    own (a server left behind by a run cut short must never answer for this one)."""
+    own (a server left behind by a run cut short must never answer for this one). A start that fails in
+    SGLang's pool sizing (POOL_SIZING_FAILURES) is started again after a pause, at most
+    `pool_sizing_retries` times, each one logged and listed in `restarts`."""
+
+    pool_sizing_retries = 2
+    pool_sizing_pause_s = 30.0
 
     def __init__(
         self,
@@ -169,22 +183,55 @@ class Server:
                 f"port {port} is taken ({ports.describe(ports.listeners(port))}): a server left by an "
                 "earlier run, or another program; stop it (kill the pid) or choose another --port"
             )
-        argv, env = command or server_command(work, tree, variant, port, recipe)
+        self.argv, self.env = command or server_command(work, tree, variant, port, recipe)
+        self.restarts: list[str] = []
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log_file = log_path.open("w")
-        self.log_file.write("+ " + " ".join(argv) + "\n")
+        self._launch()
+
+    def _launch(self) -> None:
+        self.log_file.write("+ " + " ".join(self.argv) + "\n")
         self.log_file.flush()
+        self.log_start = self.log_file.tell()
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            argv, cwd=REPO, env=env, stdout=self.log_file, stderr=subprocess.STDOUT, start_new_session=True
+            self.argv,
+            cwd=REPO,
+            env=self.env,
+            stdout=self.log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
+    def pool_sizing_failure(self) -> str | None:
+        """The pool-sizing message the latest start's log ends with, or None."""
+        with self.log_path.open("rb") as f:
+            f.seek(self.log_start)
+            text = f.read().decode(errors="replace")
+        return next((sign for sign in POOL_SIZING_FAILURES if sign in text), None)
+
     def wait_ready(self, timeout_s: float) -> float:
+        """Seconds from the latest start to readiness; each start gets TIMEOUT_S."""
         url = f"http://127.0.0.1:{self.port}/health_generate"
         while time.monotonic() - self.started < timeout_s:
             if self.proc.poll() is not None:
+                failure = self.pool_sizing_failure()
+                if failure and len(self.restarts) < self.pool_sizing_retries:
+                    self.restarts.append(failure)
+                    note = (
+                        f"the {self.variant} server failed in SGLang's pool sizing ({failure}; a neighbour "
+                        f"allocated while it loaded?): starting it again in {self.pool_sizing_pause_s:.0f} s "
+                        f"(restart {len(self.restarts)} of at most {self.pool_sizing_retries})"
+                    )
+                    log(note)
+                    self.log_file.write(f"\n=== bitexact e2e: {note}\n")
+                    self.log_file.flush()
+                    time.sleep(self.pool_sizing_pause_s)
+                    self._launch()
+                    continue
+                tried = f" (its start was tried {len(self.restarts) + 1} times)" if self.restarts else ""
                 raise RuntimeError(
-                    f"the {self.variant} server exited with {self.proc.returncode}: {self.tail()}"
+                    f"the {self.variant} server exited with {self.proc.returncode}{tried}: {self.tail()}"
                 )
             if answers(url):
                 self.check_listener()
@@ -429,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
                     current = None
                     failed_variants.add(variant)
                     continue
-                log(f"{variant} server ready after {ready:.0f} s")
+                restarted = f" (started {len(current.restarts) + 1} times)" if current.restarts else ""
+                log(f"{variant} server ready after {ready:.0f} s{restarted}")
                 meta = meta_sample(args.port, list(range(300, 340)))
                 (out / f"meta-{variant}.json").write_text(json.dumps(meta, indent=1) + "\n")
                 log(f"{variant} meta_info sample: {meta}")
@@ -448,7 +496,10 @@ def main(argv: list[str] | None = None) -> int:
                 for c in commands
             ]
             worst = max(r["exit"] for r in results)
-            record({"name": name, "variant": variant, "tree": args.tree, "exit": worst, "results": results})
+            entry = {"name": name, "variant": variant, "tree": args.tree, "exit": worst, "results": results}
+            if current.restarts:  # the server's pool-sizing failures before it started
+                entry["server_restarts"] = current.restarts
+            record(entry)
     finally:
         if current is not None:
             current.stop()

@@ -140,3 +140,72 @@ def test_a_signal_to_the_runner_stops_its_server(tmp_path: Path, sig: signal.Sig
     with pytest.raises(ProcessLookupError):
         os.kill(server_pid, 0)
     assert ports.port_free(port)
+
+
+# A server that fails its first FAILS starts as SGLang 0.5.20's pool sizing does (the message of
+# kv_cache_configurator.py's `_profile_available_bytes`, copied from the H200 log of 2026-12-03), then
+# serves; the count of starts is kept in a file beside it.
+FLAKY_POOL_SERVER = textwrap.dedent(
+    """
+    import pathlib, sys
+    count = pathlib.Path(sys.argv[2])
+    starts = int(count.read_text()) + 1 if count.exists() else 1
+    count.write_text(str(starts))
+    if starts <= int(sys.argv[3]):
+        print("ValueError: " + sys.argv[4] + " under --mem-fraction-static=0.15. Raise --mem-fraction-static "
+              "above 0.159", flush=True)
+        sys.exit(1)
+    exec(sys.argv[5])
+    """
+)
+
+
+def flaky_server(tmp_path: Path, port: int, fails: int, message: str) -> batteries.Server:
+    argv = [sys.executable, "-c", FLAKY_POOL_SERVER, str(port), str(tmp_path / "starts"), str(fails)]
+    server = batteries.Server(
+        tmp_path,
+        "patched",
+        "recipe",
+        port,
+        tmp_path / "s.log",
+        command=(argv + [message, HEALTH_SERVER], dict(os.environ)),
+    )
+    server.pool_sizing_pause_s = 0.0
+    return server
+
+
+def test_a_start_that_fails_in_pool_sizing_is_started_again_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port()
+    server = flaky_server(tmp_path, port, 1, batteries.POOL_SIZING_FAILURES[0])
+    try:
+        assert server.wait_ready(20) < 20
+    finally:
+        server.stop()
+    assert (tmp_path / "starts").read_text() == "2"
+    assert server.restarts == [batteries.POOL_SIZING_FAILURES[0]]
+    log = (tmp_path / "s.log").read_text()
+    assert log.count("=== bitexact e2e: ") == 1 and "failed in SGLang's pool sizing" in log
+    assert "restart 1 of at most 2" in log
+    assert "starting it again" in capsys.readouterr().out
+
+
+def test_pool_sizing_that_keeps_failing_is_an_error_naming_the_tries(tmp_path: Path) -> None:
+    server = flaky_server(tmp_path, free_port(), 9, batteries.POOL_SIZING_FAILURES[1])
+    try:
+        with pytest.raises(RuntimeError, match=r"(?s)exited with 1 \(its start was tried 3 times\).*mamba"):
+            server.wait_ready(20)
+    finally:
+        server.stop()
+    assert (tmp_path / "starts").read_text() == "3"
+
+
+def test_any_other_failed_start_is_not_started_again(tmp_path: Path) -> None:
+    server = flaky_server(tmp_path, free_port(), 1, "CUDA error: out of memory")
+    try:
+        with pytest.raises(RuntimeError, match=r"(?s)exited with 1: .*CUDA error") as caught:
+            server.wait_ready(20)
+    finally:
+        server.stop()
+    assert "tried" not in str(caught.value) and (tmp_path / "starts").read_text() == "1"

@@ -500,6 +500,8 @@ def test_measure_runs_an_owed_prefill_stage_end_to_end(
     _assembled(tmp_path, monkeypatch)
 
     class Server:
+        restarts: list[str] = []
+
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             self.stopped = False
 
@@ -539,6 +541,8 @@ def test_profiles_at_every_length_are_measured_and_named_by_length(
     _assembled(tmp_path, monkeypatch)
 
     class Server:
+        restarts: list[str] = []
+
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             pass
 
