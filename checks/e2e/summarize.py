@@ -4,9 +4,10 @@ equal/differing, token ids differing), the speculation the server reported in th
 acceptance), and the capacity tables: which server setting moved answers away from the no-spec
 reference, and away from the same tree's recipe server at the recipe's own settings (speculation on in
 both, so that a tree whose speculation alone moves answers is still measured on capacity), per tree.
-Standard library only.
+Several result folders of one tree (a campaign's streams) make one column: each cell comes from the
+folder that ran the battery, and a battery run in more than one says so. Standard library only.
 
-Usage: python checks/e2e/summarize.py OUT/e2e/patched OUT/e2e/stock
+Usage: python checks/e2e/summarize.py OUT/e2e/patched OUT/e2e/stock [OUT/e2e-capacity/patched ...]
 """
 
 from __future__ import annotations
@@ -107,30 +108,54 @@ def _moved(entry: dict[str, Any] | None) -> str:
     return " + long: ".join(cells)
 
 
-def _settings_table(trees: list[Path], cell: Callable[[Path, dict[str, Any]], str]) -> list[str]:
+Trees = dict[str, list[Path]]
+
+
+def by_tree(folders: list[Path]) -> Trees:
+    """Result folders grouped by their tree (a folder's name, batteries.py's OUT/<tree>), in order."""
+    trees: Trees = {}
+    for folder in folders:
+        trees.setdefault(folder.name, []).append(folder)
+    return trees
+
+
+def _settings_table(trees: Trees, cell: Callable[[list[Path], dict[str, Any]], str]) -> list[str]:
     """Markdown: one row per capacity battery of the plan (its setting and value), one column per tree
-    with `cell(tree, battery)`."""
+    with `cell(that tree's folders, battery)`."""
     plan = json.loads(PLAN.read_text())
     variants = json.loads(RECIPE.read_text())["variants"]
     rows = [
-        "| setting | value | " + " | ".join(t.name for t in trees) + " |",
+        "| setting | value | " + " | ".join(trees) + " |",
         "|---|---|" + "---|" * len(trees),
     ]
     for battery in (b for b in plan["batteries"] if b.get("capacity")):
         value = variants[battery["variant"]]["set"][battery["capacity"]]
-        cells = [cell(t, battery) for t in trees]
+        cells = [cell(folders, battery) for folders in trees.values()]
         rows.append(f"| `{battery['capacity']}` | {value} | " + " | ".join(cells) + " |")
     return rows
 
 
-def capacity_table(trees: list[Path]) -> list[str]:
+def _each_run(cells: list[str]) -> str:
+    """One run's cell, or every run's when a battery ran in more than one folder of a tree."""
+    if not cells:
+        return "not run"
+    return cells[0] if len(cells) == 1 else f"ran {len(cells)} times: " + " / ".join(cells)
+
+
+def capacity_table(trees: Trees) -> list[str]:
     """Against the no-spec reference, from each tree's verdicts (the first check: 24 prompts with
     requests in flight; after `+ long:`, the long prompts, for the chunk sizes)."""
     verdicts = {
-        tree.name: {e["name"]: e for e in map(json.loads, (tree / "verdicts.jsonl").read_text().splitlines())}
-        for tree in trees
+        folder: {e["name"]: e for e in map(json.loads, (folder / "verdicts.jsonl").read_text().splitlines())}
+        for folders in trees.values()
+        for folder in folders
     }
-    return _settings_table(trees, lambda tree, battery: _moved(verdicts[tree.name].get(battery["name"])))
+
+    def cell(folders: list[Path], battery: dict[str, Any]) -> str:
+        ran = [verdicts[f][battery["name"]] for f in folders if battery["name"] in verdicts[f]]
+        return _each_run([_moved(entry) for entry in ran])
+
+    return _settings_table(trees, cell)
 
 
 VALUES = ("token_ids", "logprobs", "top_logprobs")
@@ -146,20 +171,29 @@ def _generations(folder: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def against_recipe(tree: Path, battery: dict[str, Any]) -> str:
+def _ran_in(folders: list[Path], run: Path) -> list[Path]:
+    """RUN (a battery's run folder, relative) in each of FOLDERS that holds it."""
+    return [folder / run for folder in folders if (folder / run).is_dir()]
+
+
+def against_recipe(folders: list[Path], battery: dict[str, Any]) -> str:
     """A capacity battery's answers against the gpu-parity-recipe battery's (the long prompts': against
     gpu-parity-long's), the recipe's settings on the same tree, value by value: JSON floats read back
-    exactly, so equal is bit-equal."""
-    pairs = [(tree / "gpu-parity-recipe" / "recipe", tree / battery["name"] / battery["variant"])]
+    exactly, so equal is bit-equal. Either run may be in any of the tree's folders; more than one of
+    either is named, not chosen from."""
+    pairs = [(Path("gpu-parity-recipe") / "recipe", Path(battery["name"]) / battery["variant"])]
     if battery.get("longReference"):
         pairs.append(
-            (tree / "gpu-parity-long" / "recipe", tree / battery["name"] / f"{battery['variant']}-long")
+            (Path("gpu-parity-long") / "recipe", Path(battery["name"]) / f"{battery['variant']}-long")
         )
     cells = []
-    for base_dir, run_dir in pairs:
+    for base_run, moved_run_dir in pairs:
+        bases, runs = _ran_in(folders, base_run), _ran_in(folders, moved_run_dir)
+        if len(bases) > 1 or len(runs) > 1:
+            return f"ran more than once ({len(bases)} recipe runs, {len(runs)} of this battery)"
         try:
-            base, moved_run = _generations(base_dir), _generations(run_dir)
-        except (FileNotFoundError, ValueError):
+            base, moved_run = _generations(bases[0]), _generations(runs[0])
+        except (IndexError, FileNotFoundError, ValueError):
             return "not run"
         if set(base) != set(moved_run):
             return "prompts differ"
@@ -173,7 +207,7 @@ def against_recipe(tree: Path, battery: dict[str, Any]) -> str:
     return " + long: ".join(cells)
 
 
-def recipe_table(trees: list[Path]) -> list[str]:
+def recipe_table(trees: Trees) -> list[str]:
     """Against the same tree's recipe server, value by value (`against_recipe`)."""
     return _settings_table(trees, against_recipe)
 
@@ -188,10 +222,11 @@ def main(argv: list[str]) -> int:
         print("\n".join(verdict_lines(tree)))
         print("-- speculation reported by the server (meta_info) in the checks")
         print("\n".join(spec_lines(tree)))
+    trees = by_tree([Path(name) for name in argv])
     print("== capacity: answers against the no-spec reference, requests in flight")
-    print("\n".join(capacity_table([Path(name) for name in argv])))
+    print("\n".join(capacity_table(trees)))
     print("== capacity: answers against the same tree's recipe server (speculation on in both)")
-    print("\n".join(recipe_table([Path(name) for name in argv])))
+    print("\n".join(recipe_table(trees)))
     return 0
 
 

@@ -244,7 +244,7 @@ def test_the_capacity_table_says_which_settings_moved_answers_per_tree(
                     )
                 )
         (tmp_path / tree / "verdicts.jsonl").write_text("\n".join(lines) + "\n")
-    table = summarize.capacity_table([tmp_path / "patched", tmp_path / "stock"])
+    table = summarize.capacity_table(summarize.by_tree([tmp_path / "patched", tmp_path / "stock"]))
     assert table[0] == "| setting | value | patched | stock |"
     rows = {tuple(row.split(" | ")[:2]): row for row in table[2:]}
     assert len(rows) == len(capacity) == 6
@@ -258,10 +258,42 @@ def test_the_capacity_table_says_which_settings_moved_answers_per_tree(
     assert chunk.endswith(f"| {patched} | MOVED {short}/{short} + long: MOVED {long}/{long} |")
     against = {
         tuple(r.split(" | ")[:2]): r
-        for r in summarize.recipe_table([tmp_path / "patched", tmp_path / "stock"])
+        for r in summarize.recipe_table(summarize.by_tree([tmp_path / "patched", tmp_path / "stock"]))
     }
     assert against[("| `--max-running-requests`", "32")].endswith(
         f"| EQUAL {short}/{short} | MOVED {short}/{short} |"
     )
     chunk = against[("| `--chunked-prefill-size`", "16384")]
     assert chunk.endswith(f"| {patched} | MOVED {short}/{short} + long: MOVED {long}/{long} |")
+
+
+def test_several_folders_of_one_tree_make_one_column_from_the_folder_that_ran_each(tmp_path: Path) -> None:
+    """A campaign's streams write one folder each (OUT/e2e/patched, OUT/e2e-capacity/patched): the table
+    reads each battery's verdict from the folder that ran it, and one that ran twice shows both runs. On
+    2026-12-03 the folders were keyed by name alone, so the last folder's verdicts filled every column."""
+    import summarize
+
+    def verdict(name: str, equal: int) -> str:
+        summary = {"verb": "golden check", "prompts": 24, "equal": equal, "tokens_differ": 0}
+        return json.dumps(
+            {"name": name, "exit": 0 if equal == 24 else 1, "results": [{"exit": 0, "summary": summary}]}
+        )
+
+    first, second = tmp_path / "e2e" / "patched", tmp_path / "e2e-capacity" / "patched"
+    for folder, lines in (
+        (first, [verdict("gpu-capacity-max-running-1", 24), verdict("gpu-capacity-max-seqs-32", 24)]),
+        (
+            second,
+            [verdict("gpu-capacity-cuda-graph-decode-bs-1", 24), verdict("gpu-capacity-max-seqs-32", 20)],
+        ),
+    ):
+        folder.mkdir(parents=True)
+        (folder / "verdicts.jsonl").write_text("\n".join(lines) + "\n")
+    table = summarize.capacity_table(summarize.by_tree([first, second]))
+    assert table[0] == "| setting | value | patched |"
+    rows = {tuple(row.split(" | ")[:2]): row for row in table[2:]}
+    assert rows[("| `--max-running-requests`", "1")].endswith("| EQUAL 24/24 |")
+    assert rows[("| `--max-running-requests`", "32")].endswith("| ran 2 times: EQUAL 24/24 / MOVED 4/24 |")
+    assert rows[("| `--cuda-graph-max-bs-decode`", "1")].endswith("| EQUAL 24/24 |")
+    assert rows[("| `--cuda-graph-max-bs-decode`", "32")].endswith("| not run |")
+    assert rows[("| `--chunked-prefill-size`", "4096")].endswith("| not run |")
