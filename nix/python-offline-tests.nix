@@ -22,6 +22,7 @@ let
       "bench/upstream_eval"
       "docs/cards.md"
       "docs/evidence/attn-prefetch-h200-2026-12-03"
+      "docs/evidence/batteries-h200-2026-12-03"
       "docs/evidence/capacity-h200-2026-12-03"
       "docs/evidence/e2e-h200-2026-11-30/patched/server-no-spec.head.log"
       "docs/evidence/e2e-h200-2026-11-30/patched/server-recipe.head.log"
