@@ -36,6 +36,9 @@
 # with the six capacity batteries in phase C as well (two each in the parity, the forced-reject and a fifth
 # stream).
 # PLAN batteries (issue 26; tiny model only, nothing timed): plan complete's batteries alone.
+# PLAN parity-targets (what issue 26 lacks after plan batteries; after `bench/perf/h200.sh model` too): C,
+# the exact 27B-shaped server's first start beside one stream of the parity, in-flight, long-prompt and
+# repeat batteries; P, plan targets' four servers.
 # PLAN capacity-prefill (what issue 26 still lacks after plan finish; after `bench/perf/h200.sh model` too):
 # C side by side, nothing timed: the exact no-spec 27B-shaped server's first start and, in one stream (one
 # tiny server at a time, as in plan finish), the capacity batteries with the card's launch plans; P alone,
@@ -286,6 +289,23 @@ phases_complete() {
   touch "$camp/done"
 }
 
+phases_parity_targets() {
+  local res=$camp/res repo=$camp/repo
+  cd "$repo" || exit 2
+  mkdir -p "$res"
+  echo "phase C $(date -u +%T)"
+  # One tiny stream beside the exact 27B-shaped server's first start: the parity batteries that plan
+  # batteries left without a verdict (its recipe server failed in pool sizing beside four neighbours).
+  warm_first exact-spec
+  "$py" checks/e2e/batteries.py --work "$work" --tree patched \
+    --only gpu-parity-recipe,gpu-parity-inflight-8,gpu-parity-long,gpu-repeat --out "$res/e2e" \
+    --port 30000 --mem-fraction-static 0.15 > "$res/stream-parity.log" 2>&1 &
+  wait
+  measure_targets
+  echo "done $(date -u +%T)"
+  touch "$camp/done"
+}
+
 phases_batteries() {
   local res=$camp/res repo=$camp/repo
   cd "$repo" || exit 2
@@ -418,7 +438,7 @@ case "$step" in
   start)
     BUILD_ID=${2:?start BUILD_ID}
     plan=${3:-e2e}
-    case "$plan" in e2e | perf | long | radix | recheck | targets | complete | batteries | finish | capacity-prefill | prefill-640 | loop-stages) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck, targets, complete, batteries, finish, capacity-prefill, prefill-640 or loop-stages)" >&2; exit 2 ;; esac
+    case "$plan" in e2e | perf | long | radix | recheck | targets | complete | batteries | parity-targets | finish | capacity-prefill | prefill-640 | loop-stages) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck, targets, complete, batteries, parity-targets, finish, capacity-prefill, prefill-640 or loop-stages)" >&2; exit 2 ;; esac
     export BUILD_ID
     rm -rf "$camp" && mkdir -p "$camp/repo"
     # A copy: later calls replace the working tree under the running phases.

@@ -89,7 +89,7 @@ def test_an_unknown_plan_is_refused_before_anything_starts(tmp_path: Path) -> No
     assert (
         refused.returncode == 2
         and "unknown plan speed (e2e, perf, long, radix, recheck, targets, complete, batteries, "
-        "finish, capacity-prefill, prefill-640 or loop-stages)"
+        "parity-targets, finish, capacity-prefill, prefill-640 or loop-stages)"
         in refused.stderr
     )
     assert not (tmp_path / "camp").exists()
@@ -267,6 +267,22 @@ def test_the_batteries_plan_is_completes_batteries_alone(tmp_path: Path) -> None
     assert len(runs) == 5 and sum(c.count("gpu-capacity-") for c in runs) == 6
     log = (tmp_path / "camp" / "campaign.log").read_text()
     assert "phase P" not in log and log.index("phase C") < log.index("done")
+
+
+def test_the_parity_targets_plan_runs_one_parity_stream_beside_the_first_start_then_four_servers(
+    tmp_path: Path,
+) -> None:
+    calls = _run_plan(tmp_path, "parity-targets")
+    measures, servers = _measures(calls)
+    assert servers == ["exact-spec", "exact-no-spec", "stock-spec", "stock-no-spec"]
+    assert calls[-4:] == measures
+    side = calls[:-4]
+    (warm,) = _warm_calls(side)
+    assert "--server exact-spec " in warm
+    (stream,) = [c for c in side if "batteries.py" in c]
+    assert "--only gpu-parity-recipe,gpu-parity-inflight-8,gpu-parity-long,gpu-repeat " in stream
+    log = (tmp_path / "camp" / "campaign.log").read_text()
+    assert log.index("phase C") < log.index("phase P") < log.index("stock-no-spec exit 0") < log.index("done")
 
 
 def test_the_finish_plan_warms_beside_one_battery_stream_then_measures_five_servers(tmp_path: Path) -> None:
