@@ -467,6 +467,7 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
         json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
     )
     timings.update(server=spec.name, tree=spec.tree, variant=spec.variant, accept_len=accept_len(spec))
+    timings.pop("server_restarts", None)  # an earlier call's start, not this one's
     log(f"{spec.name}: starting ({spec.tree} tree, variant {spec.variant})")
     try:
         server = batteries.Server(args.work, spec.tree, spec.variant, args.port, out / "server.log", RECIPE)

@@ -211,12 +211,15 @@ class Server:
         return next((sign for sign in POOL_SIZING_FAILURES if sign in text), None)
 
     def wait_ready(self, timeout_s: float) -> float:
-        """Seconds from the latest start to readiness; each start gets TIMEOUT_S."""
+        """Seconds from the latest start to readiness. TIMEOUT_S counts from the first start, restarts
+        included, so that a caller's time budget holds; a restart is tried only while time is left."""
         url = f"http://127.0.0.1:{self.port}/health_generate"
-        while time.monotonic() - self.started < timeout_s:
+        deadline = self.started + timeout_s
+        while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 failure = self.pool_sizing_failure()
-                if failure and len(self.restarts) < self.pool_sizing_retries:
+                time_left = deadline - time.monotonic() > self.pool_sizing_pause_s
+                if failure and len(self.restarts) < self.pool_sizing_retries and time_left:
                     self.restarts.append(failure)
                     note = (
                         f"the {self.variant} server failed in SGLang's pool sizing ({failure}; a neighbour "
@@ -226,6 +229,7 @@ class Server:
                     log(note)
                     self.log_file.write(f"\n=== bitexact e2e: {note}\n")
                     self.log_file.flush()
+                    kill_group(self.proc.pid)  # what the failed start left of its process group
                     time.sleep(self.pool_sizing_pause_s)
                     self._launch()
                     continue
@@ -237,7 +241,10 @@ class Server:
                 self.check_listener()
                 return time.monotonic() - self.started
             time.sleep(1)
-        raise RuntimeError(f"the {self.variant} server was not ready after {timeout_s:.0f} s: {self.tail()}")
+        tried = f" (its start was tried {len(self.restarts) + 1} times)" if self.restarts else ""
+        raise RuntimeError(
+            f"the {self.variant} server was not ready after {timeout_s:.0f} s{tried}: {self.tail()}"
+        )
 
     def check_listener(self) -> None:
         """The process listening on the port belongs to this server's process group, or RuntimeError."""
@@ -264,6 +271,14 @@ def answers(url: str) -> bool:
             return bool(answer.status == 200)
     except (urllib.error.URLError, OSError):
         return False
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL to what is left of the process group PGID (nothing, once every member has exited)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def stop_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
@@ -471,7 +486,10 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     ready = current.wait_ready(args.start_timeout)
                 except RuntimeError as error:
-                    record({"name": name, "variant": variant, "exit": 2, "error": str(error)})
+                    failed = {"name": name, "variant": variant, "exit": 2, "error": str(error)}
+                    if current.restarts:
+                        failed["server_restarts"] = current.restarts
+                    record(failed)
                     current.stop()
                     current = None
                     failed_variants.add(variant)

@@ -233,7 +233,7 @@ battery_streams() {
   "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "$radix" --golden-dir "$golden" \
     --out "$res/e2e-radix" --port 30000 --mem-fraction-static "$tiny" > "$res/stream-radix.log" 2>&1 &
   sleep "$stagger"
-  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only gpu-radix-forced-reject${reject_extra:+,$reject_extra} \
+  "$py" checks/e2e/batteries.py --work "$work" --tree patched --only "gpu-radix-forced-reject${reject_extra:+,$reject_extra}" \
     --out "$res/e2e-radix-reject" --port 30003 --mem-fraction-static "$tiny" > "$res/stream-radix-reject.log" 2>&1 &
   sleep "$stagger"
   local parity=gpu-parity-recipe,gpu-parity-inflight-8,gpu-parity-long,gpu-repeat${parity_extra:+,$parity_extra}

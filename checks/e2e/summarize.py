@@ -115,7 +115,9 @@ def by_tree(folders: list[Path]) -> Trees:
     """Result folders grouped by their tree (a folder's name, batteries.py's OUT/<tree>), in order."""
     trees: Trees = {}
     for folder in folders:
-        trees.setdefault(folder.name, []).append(folder)
+        same = trees.setdefault(folder.name, [])
+        if folder.resolve() not in [f.resolve() for f in same]:  # a folder named twice is read once
+            same.append(folder)
     return trees
 
 
@@ -218,7 +220,7 @@ def main(argv: list[str]) -> int:
         return 2
     for name in argv:
         tree = Path(name)
-        print(f"== {tree.name}")
+        print(f"== {tree.name} ({tree})")
         print("\n".join(verdict_lines(tree)))
         print("-- speculation reported by the server (meta_info) in the checks")
         print("\n".join(spec_lines(tree)))

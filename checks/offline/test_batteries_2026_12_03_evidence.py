@@ -61,8 +61,10 @@ def _ran(prefix: str) -> dict[str, tuple[str, dict]]:
     return ran
 
 
-def _recorded(stream: str, reference: str) -> str:
-    return json.loads((E2E / f"{stream}.{reference}.digests.json").read_text())["metadata"]["recorded"]
+def _recorded(stream: str, reference: str) -> tuple[str, str]:
+    """When and from which server (each stream had its own port) the reference was recorded."""
+    metadata = json.loads((E2E / f"{stream}.{reference}.digests.json").read_text())["metadata"]
+    return metadata["recorded"], metadata["engine"]
 
 
 def test_every_capacity_battery_ran_once_and_passed() -> None:
@@ -84,7 +86,8 @@ def test_every_capacity_battery_ran_once_and_passed() -> None:
             assert summary["a"]["identity"]["speculative_algorithm"] == "DFLASH", name
             assert summary["a"]["spec"]["ran"] == summary["prompts"], name
             # against the reference its own stream recorded, whose digests are committed
-            assert summary["b"]["identity"]["recorded"] == _recorded(stream, reference), (name, reference)
+            b = summary["b"]["identity"]
+            assert (b["recorded"], b["engine"]) == _recorded(stream, reference), (name, reference)
 
 
 @pytest.mark.parametrize("battery", sorted(CAPACITY))
@@ -113,6 +116,16 @@ def test_the_patched_radix_batteries_passed_from_the_cache() -> None:
         for summary in _warm_results(entry):
             assert summary["compared"] > 0 and summary["equal"] == summary["compared"], name
             assert summary["differ"] == 0 and summary["warm_hits_min"] >= 64, name
+    hits = {name: [s["warm_hits_min"] for s in _warm_results(entry)] for name, (_s, entry) in ran.items()}
+    assert hits == {  # the fewest cached tokens of any warm answer, each check: what the pages quote
+        "gpu-radix-cold-warm": [64],
+        "gpu-radix-shared-prefix": [1216],
+        "gpu-radix-long-extend": [65536, 65536],
+        "gpu-radix-inflight-8": [1216, 64],
+        "gpu-radix-repeat": [64],
+        "gpu-radix-golden": [64, 16320],
+        "gpu-radix-forced-reject": [64, 1216],
+    }
     repeat = _warm_results(ran["gpu-radix-repeat"][1])
     assert [s["compared"] for s in repeat] == [1029]
     golden = _warm_results(ran["gpu-radix-golden"][1])

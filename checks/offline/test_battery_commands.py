@@ -289,6 +289,7 @@ def test_several_folders_of_one_tree_make_one_column_from_the_folder_that_ran_ea
     ):
         folder.mkdir(parents=True)
         (folder / "verdicts.jsonl").write_text("\n".join(lines) + "\n")
+    assert summarize.by_tree([first, second, first]) == {"patched": [first, second]}  # named twice: once
     table = summarize.capacity_table(summarize.by_tree([first, second]))
     assert table[0] == "| setting | value | patched |"
     rows = {tuple(row.split(" | ")[:2]): row for row in table[2:]}

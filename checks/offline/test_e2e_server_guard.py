@@ -155,12 +155,17 @@ FLAKY_POOL_SERVER = textwrap.dedent(
         print("ValueError: " + sys.argv[4] + " under --mem-fraction-static=0.15. Raise --mem-fraction-static "
               "above 0.159", flush=True)
         sys.exit(1)
+    if sys.argv[6] == "then-fail":
+        print("RuntimeError: CUDA error: an illegal memory access was encountered", flush=True)
+        sys.exit(1)
     exec(sys.argv[5])
     """
 )
 
 
-def flaky_server(tmp_path: Path, port: int, fails: int, message: str) -> batteries.Server:
+def flaky_server(
+    tmp_path: Path, port: int, fails: int, message: str, then: str = "then-serve"
+) -> batteries.Server:
     argv = [sys.executable, "-c", FLAKY_POOL_SERVER, str(port), str(tmp_path / "starts"), str(fails)]
     server = batteries.Server(
         tmp_path,
@@ -168,7 +173,7 @@ def flaky_server(tmp_path: Path, port: int, fails: int, message: str) -> batteri
         "recipe",
         port,
         tmp_path / "s.log",
-        command=(argv + [message, HEALTH_SERVER], dict(os.environ)),
+        command=(argv + [message, HEALTH_SERVER, then], dict(os.environ)),
     )
     server.pool_sizing_pause_s = 0.0
     return server
@@ -210,3 +215,27 @@ def test_any_other_failed_start_is_not_started_again(tmp_path: Path) -> None:
     finally:
         server.stop()
     assert "tried" not in str(caught.value) and (tmp_path / "starts").read_text() == "1"
+
+
+def test_only_the_latest_starts_log_decides_a_restart(tmp_path: Path) -> None:
+    """The first start fails in pool sizing, the second another way: the second is not restarted,
+    though the shared log still holds the first start's pool-sizing message."""
+    server = flaky_server(tmp_path, free_port(), 1, batteries.POOL_SIZING_FAILURES[0], "then-fail")
+    try:
+        with pytest.raises(RuntimeError, match=r"(?s)exited with 1 \(its start was tried 2 times\).*illegal"):
+            server.wait_ready(20)
+    finally:
+        server.stop()
+    assert (tmp_path / "starts").read_text() == "2" and len(server.restarts) == 1
+
+
+def test_no_restart_once_the_callers_time_is_spent(tmp_path: Path) -> None:
+    """TIMEOUT_S counts from the first start: with less time left than the pause, no restart."""
+    server = flaky_server(tmp_path, free_port(), 1, batteries.POOL_SIZING_FAILURES[0])
+    server.pool_sizing_pause_s = 60.0
+    try:
+        with pytest.raises(RuntimeError, match=r"exited with 1: "):
+            server.wait_ready(20)
+    finally:
+        server.stop()
+    assert (tmp_path / "starts").read_text() == "1" and server.restarts == []
