@@ -20,30 +20,18 @@ import re
 from pathlib import Path
 
 import pytest
+import test_capacity_2026_12_03_evidence as capacity_evidence
 
 REPO = Path(__file__).resolve().parents[2]
 E2E = REPO / "docs" / "evidence" / "batteries-h200-2026-12-03" / "e2e"
 GOLDENS = REPO / "checks" / "golden" / "h200"
 # the streams' result folders, as campaign.sh's plan batteries names them
 PATCHED = ("e2e", "e2e-radix", "e2e-radix-reject", "e2e-capacity")
-GRAPH = "cuda_graph_max_bs_decode"
-# battery -> (server variant, server_args key, value as SGLang logs it, long prompts sent)
-CAPACITY = {
-    "gpu-capacity-max-running-1": ("max-running-1", "max_running_requests", "1", False),
-    "gpu-capacity-max-seqs-32": ("max-seqs-32", "max_running_requests", "32", False),
-    "gpu-capacity-chunked-prefill-4096": ("chunked-prefill-4096", "chunked_prefill_size", "4096", True),
-    "gpu-capacity-chunked-prefill-16384": ("chunked-prefill-16384", "chunked_prefill_size", "16384", True),
-    "gpu-capacity-cuda-graph-decode-bs-1": ("cuda-graph-decode-bs-1", GRAPH, "1", False),
-    "gpu-capacity-cuda-graph-decode-bs-32": ("cuda-graph-decode-bs-32", GRAPH, "32", False),
-}
-RADIX = (
-    "gpu-radix-cold-warm",
-    "gpu-radix-shared-prefix",
-    "gpu-radix-long-extend",
-    "gpu-radix-inflight-8",
-    "gpu-radix-repeat",
-    "gpu-radix-golden",
-)
+# battery -> (server variant, server_args key, value, long prompts sent): the capacity run's own table
+CAPACITY = capacity_evidence.CAPACITY
+# every radix battery of the plan (checks/e2e/batteries.json)
+PLAN = json.loads((REPO / "checks" / "e2e" / "batteries.json").read_text())
+RADIX = tuple(b["name"] for b in PLAN["batteries"] if b["name"].startswith("gpu-radix-"))
 
 
 def _verdicts(stream: str, tree: str = "patched") -> dict[str, dict]:
@@ -110,7 +98,7 @@ def _warm_results(entry: dict) -> list[dict]:
 
 def test_the_patched_radix_batteries_passed_from_the_cache() -> None:
     ran = _ran("gpu-radix-")
-    assert sorted(ran) == sorted((*RADIX, "gpu-radix-forced-reject"))
+    assert sorted(ran) == sorted(RADIX) and "gpu-radix-forced-reject" in RADIX
     for name, (_stream, entry) in ran.items():
         assert entry["exit"] == 0, name
         for summary in _warm_results(entry):
