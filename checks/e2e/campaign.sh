@@ -5,6 +5,8 @@
 #   bash checks/e2e/campaign.sh start BUILD_ID [PLAN]   copy the tree, start PLAN's phases (setsid), return
 #   bash checks/e2e/campaign.sh collect                 $OUT/campaign.tar.gz (results so far) and a status
 #   bash checks/e2e/campaign.sh wait SECONDS            wait until done or SECONDS passed, then collect
+# collect and wait exit 0 when the campaign is done, 1 while it runs, 3 when this machine has none (a
+# fresh one: the call said warm: false) and 4 (wait) when its runner ended without finishing.
 # PLAN e2e (the default): A alone, at the recipe's memory: record the goldens, check an unchanged restart.
 # B, four streams side by side at --mem-fraction-static 0.2 each (SGLang sizes its pools from the memory
 # free at its start, so the recipe's 0.88 fits one server only): the batteries on the patched and the stock
@@ -39,6 +41,9 @@
 # PLAN parity-targets (what issue 26 lacks after plan batteries; after `bench/perf/h200.sh model` too): C,
 # the exact 27B-shaped server's first start beside one stream of the parity, in-flight, long-prompt and
 # repeat batteries; P, plan targets' four servers.
+# PLAN four-servers (what issue 26 lacks after plan parity-targets' phase C ran, 2026-12-03; after
+# `bench/perf/h200.sh model` too): plan targets' phase P alone, the four 27B-shaped servers one after
+# another; exact-spec's first start compiles its kernels (about 5 minutes, within the start timeout).
 # PLAN capacity-prefill (what issue 26 still lacks after plan finish; after `bench/perf/h200.sh model` too):
 # C side by side, nothing timed: the exact no-spec 27B-shaped server's first start and, in one stream (one
 # tiny server at a time, as in plan finish), the capacity batteries with the card's launch plans; P alone,
@@ -306,6 +311,15 @@ phases_parity_targets() {
   touch "$camp/done"
 }
 
+phases_four_servers() {
+  local res=$camp/res repo=$camp/repo
+  cd "$repo" || exit 2
+  mkdir -p "$res"
+  measure_targets
+  echo "done $(date -u +%T)"
+  touch "$camp/done"
+}
+
 phases_batteries() {
   local res=$camp/res repo=$camp/repo
   cd "$repo" || exit 2
@@ -434,19 +448,31 @@ phases_prefill_640() {
   touch "$camp/done"
 }
 
+# A later call may land on a fresh machine (the device tool reports warm: false): the campaign and the
+# stashed wheels are gone, and waiting for it would only spend device time.
+require_campaign() {
+  if [ ! -f "$camp/campaign.log" ]; then
+    echo "campaign.sh: no campaign on this machine ($camp/campaign.log missing). If the device call said" \
+      "warm: false, the machine that ran 'start' went back: stash, build and start again." >&2
+    exit 3
+  fi
+}
+
 case "$step" in
   start)
     BUILD_ID=${2:?start BUILD_ID}
     plan=${3:-e2e}
-    case "$plan" in e2e | perf | long | radix | recheck | targets | complete | batteries | parity-targets | finish | capacity-prefill | prefill-640 | loop-stages) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck, targets, complete, batteries, parity-targets, finish, capacity-prefill, prefill-640 or loop-stages)" >&2; exit 2 ;; esac
+    case "$plan" in e2e | perf | long | radix | recheck | targets | complete | batteries | parity-targets | four-servers | finish | capacity-prefill | prefill-640 | loop-stages) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck, targets, complete, batteries, parity-targets, four-servers, finish, capacity-prefill, prefill-640 or loop-stages)" >&2; exit 2 ;; esac
     export BUILD_ID
     rm -rf "$camp" && mkdir -p "$camp/repo"
     # A copy: later calls replace the working tree under the running phases.
     tar --exclude=./.gpu --exclude=./.git -cf - . | tar -xf - -C "$camp/repo"
-    setsid bash -c "$(declare -f); work=$work camp=$camp py=$py BUILD_ID=$BUILD_ID phases_${plan//-/_}" \
+    # The runner writes its own PID (setsid may fork): wait stops early when it is gone unfinished.
+    setsid bash -c "echo \$\$ > $(printf %q "$camp/pid"); $(declare -f); work=$work camp=$camp py=$py BUILD_ID=$BUILD_ID phases_${plan//-/_}" \
       > "$camp/campaign.log" 2>&1 < /dev/null &
     echo "campaign started (log $camp/campaign.log)" ;;
   collect)
+    require_campaign
     mkdir -p "${OUT:?}"
     # The perf plan's traces are a few MiB and come back; the e2e plan has none. Results' large JSONL stay.
     tar --exclude='*/repeat/*.jsonl' -czf "$OUT/campaign.tar.gz" -C "$camp" res campaign.log 2>/dev/null
@@ -461,7 +487,19 @@ case "$step" in
     [ -f "$camp/done" ] && echo "CAMPAIGN DONE" ;;
   wait)
     limit=${2:?wait SECONDS}
-    for _ in $(seq "$limit"); do [ -f "$camp/done" ] && break; sleep 1; done
+    require_campaign
+    runner=$(cat "$camp/pid" 2>/dev/null)
+    for _ in $(seq "$limit"); do
+      [ -f "$camp/done" ] && break
+      [ -n "$runner" ] || runner=$(cat "$camp/pid" 2>/dev/null)
+      if [ -n "$runner" ] && ! kill -0 "$runner" 2>/dev/null && [ ! -f "$camp/done" ]; then
+        # nothing left to wait for: the phases ended (killed, or a step exited the shell) unfinished
+        echo "campaign.sh: the campaign's runner (pid $runner) ended without finishing; its log follows" >&2
+        bash "$0" collect
+        exit 4
+      fi
+      sleep 1
+    done
     bash "$0" collect ;;
   *)
     echo "campaign.sh: unknown step $step" >&2

@@ -17,6 +17,11 @@ case "$step" in
     for dir in "$@"; do cp -r "$dir" "$work/wheels/$(basename "$dir")" || exit 2; done
     du -sh "$work/wheels"/* ;;
   build)
+    if ! compgen -G "$work/wheels/*" > /dev/null; then
+      echo "h200.sh: nothing stashed under $work/wheels: this machine is fresh (the call said warm:" \
+        "false?); run 'h200.sh stash' with the carried wheel sets first" >&2
+      exit 3
+    fi
     "$py" checks/e2e/assemble.py build --wheels "$work"/wheels/* --work "$work" ;;
   model)
     [ -f .e2e/models/tiny-model.json ] || "$py" checks/e2e/tiny_model.py .e2e/models ;;

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,7 +90,7 @@ def test_an_unknown_plan_is_refused_before_anything_starts(tmp_path: Path) -> No
     assert (
         refused.returncode == 2
         and "unknown plan speed (e2e, perf, long, radix, recheck, targets, complete, batteries, "
-        "parity-targets, finish, capacity-prefill, prefill-640 or loop-stages)"
+        "parity-targets, four-servers, finish, capacity-prefill, prefill-640 or loop-stages)"
         in refused.stderr
     )
     assert not (tmp_path / "camp").exists()
@@ -285,6 +286,19 @@ def test_the_parity_targets_plan_runs_one_parity_stream_beside_the_first_start_t
     assert log.index("phase C") < log.index("phase P") < log.index("stock-no-spec exit 0") < log.index("done")
 
 
+def test_the_four_servers_plan_is_plan_targets_phase_p_alone(tmp_path: Path) -> None:
+    calls = _run_plan(tmp_path, "four-servers")
+    measures, servers = _measures(calls)
+    assert calls == measures  # nothing beside, no warm start: exact-spec's own start compiles
+    assert servers == ["exact-spec", "exact-no-spec", "stock-spec", "stock-no-spec"]
+    assert all("--start-timeout 900" in c for c in measures)
+    assert "--profile-prompt 131072" in measures[1] and "--no-profile" in measures[2]
+    log = (tmp_path / "camp" / "campaign.log").read_text()
+    assert "phase C" not in log and log.index("phase P") < log.index("stock-no-spec exit 0") < log.index(
+        "done"
+    )
+
+
 def test_the_finish_plan_warms_beside_one_battery_stream_then_measures_five_servers(tmp_path: Path) -> None:
     calls = _run_plan(tmp_path, "finish")
     measures, servers = _measures(calls)
@@ -375,3 +389,56 @@ def test_the_loop_stages_plan_checks_beside_the_first_start_then_times_the_no_sp
     log = (tmp_path / "camp" / "campaign.log").read_text()
     assert log.index("phase C") < log.index("phase P") < log.index("exact-no-spec exit 0")
     assert log.index("exact-no-spec exit 0") < log.index("stock-no-spec exit 0") < log.index("done")
+
+
+def test_wait_and_collect_on_a_machine_without_the_campaign_fail_at_once(tmp_path: Path) -> None:
+    """A later device call that lands on a fresh machine (warm: false) has no campaign: once, a wait of
+    585 s spent itself on one. Both steps now say so and stop before any waiting."""
+    repo, env = _setup(tmp_path)
+    for step in (["wait", "60"], ["collect"]):
+        started = time.monotonic()
+        result = _campaign(repo, env, *step)
+        assert result.returncode == 3 and time.monotonic() - started < 10
+        assert "no campaign on this machine" in result.stderr and "warm: false" in result.stderr
+        assert not (tmp_path / "out" / "campaign.tar.gz").exists()
+
+
+def test_wait_stops_when_the_runner_is_gone_without_the_done_marker(tmp_path: Path) -> None:
+    repo, env = _setup(tmp_path)
+    camp = tmp_path / "camp"
+    (camp / "res").mkdir(parents=True)
+    (camp / "campaign.log").write_text("phase C 10:00:00\n")
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # reaped: its PID names no live process
+    (camp / "pid").write_text(f"{gone.pid}\n")
+    started = time.monotonic()
+    result = _campaign(repo, env, "wait", "60")
+    assert result.returncode == 4 and time.monotonic() - started < 10
+    assert f"runner (pid {gone.pid}) ended without finishing" in result.stderr
+    assert "phase C 10:00:00" in result.stdout and "CAMPAIGN DONE" not in result.stdout
+    assert (tmp_path / "out" / "campaign.tar.gz").exists()  # what there is still comes back
+
+
+def test_a_started_campaign_records_its_runner_and_wait_keeps_waiting_while_it_lives(tmp_path: Path) -> None:
+    repo, env = _setup(tmp_path)
+    env["CAMPAIGN_WARM_HEAD_START"] = "3"  # plan targets' first step sleeps: the runner lives for a while
+    assert _campaign(repo, env, "start", "abc1234", "targets").returncode == 0
+    early = _campaign(repo, env, "wait", "1")
+    assert early.returncode == 1 and "CAMPAIGN DONE" not in early.stdout  # still running
+    assert "ended without finishing" not in early.stderr
+    runner = int((tmp_path / "camp" / "pid").read_text())
+    assert runner > 0
+    done = _campaign(repo, env, "wait", "60")
+    assert done.returncode == 0 and "CAMPAIGN DONE" in done.stdout, done.stderr
+
+
+def test_build_on_a_machine_with_nothing_stashed_names_the_stash_step(tmp_path: Path) -> None:
+    repo, env = _setup(tmp_path)
+    shutil.copy(REPO / "checks" / "e2e" / "h200.sh", repo / "checks" / "e2e" / "h200.sh")
+    result = subprocess.run(
+        ["bash", "checks/e2e/h200.sh", "build"], cwd=repo, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 3
+    assert f"nothing stashed under {tmp_path / 'work'}/wheels" in result.stderr
+    assert "h200.sh stash" in result.stderr
+    assert not (tmp_path / "calls.log").exists()  # assemble.py never ran
