@@ -218,6 +218,17 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__, file=sys.stderr)
         return 2
+    # every folder checked before anything prints: a wrong one is named with its fix, not a traceback
+    for name in argv:
+        if not (Path(name) / "verdicts.jsonl").is_file():
+            trees = sorted(p.parent.name for p in Path(name).glob("*/verdicts.jsonl"))
+            hint = f"; it holds {', '.join(f'{name}/{t}' for t in trees)}" if trees else ""
+            print(
+                f"summarize.py: {name} has no verdicts.jsonl: "
+                f"give batteries.py's OUT/e2e/<tree> folders{hint}",
+                file=sys.stderr,
+            )
+            return 2
     for name in argv:
         tree = Path(name)
         print(f"== {tree.name} ({tree})")

@@ -298,3 +298,22 @@ def test_several_folders_of_one_tree_make_one_column_from_the_folder_that_ran_ea
     assert rows[("| `--cuda-graph-max-bs-decode`", "1")].endswith("| EQUAL 24/24 |")
     assert rows[("| `--cuda-graph-max-bs-decode`", "32")].endswith("| not run |")
     assert rows[("| `--chunked-prefill-size`", "4096")].endswith("| not run |")
+
+
+def test_summarize_names_a_folder_without_verdicts_and_the_tree_folders_inside_it(tmp_path: Path) -> None:
+    """OUT/e2e given for OUT/e2e/patched once ended in a traceback; now every folder is checked before
+    anything prints, and the error names the tree folders the given one holds."""
+    tree = tmp_path / "e2e" / "patched"
+    tree.mkdir(parents=True)
+    (tree / "verdicts.jsonl").write_text(
+        json.dumps({"name": "gpu-parity-recipe", "exit": 0, "results": []}) + "\n"
+    )
+    result = subprocess.run(
+        [sys.executable, str(REPO / "checks" / "e2e" / "summarize.py"), str(tree), str(tmp_path / "e2e")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and result.stdout == ""
+    assert f"{tmp_path / 'e2e'} has no verdicts.jsonl" in result.stderr
+    assert f"it holds {tmp_path / 'e2e'}/patched" in result.stderr
