@@ -29,6 +29,7 @@ let
       "docs/evidence/exact-gemm-h200-2026-12-01/exact-gemm-sm90-132sm-60mib.json"
       "docs/evidence/finish-h200-2026-12-02"
       "docs/evidence/long-context-h200-2026-12-01"
+      "docs/evidence/parity-targets-h200-2026-12-03"
       "docs/evidence/perf-h200-2026-11-30"
       "docs/evidence/perf-h200-2026-12-01"
       "docs/evidence/perf-h200-2026-12-01-long-context"
