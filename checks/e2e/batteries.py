@@ -3,7 +3,8 @@
 The batteries are the flake's own (nix/lib/gpu-batteries.nix, exported to checks/e2e/batteries.json;
 an offline test keeps the two equal): record the `no-spec` reference (short and long prompts), then
 start each battery's server variant and run its `bitexact` commands. Verdicts are written as they come
-(`OUT/<tree>/verdicts.jsonl`); a rerun skips the batteries whose verdict exists.
+(`OUT/<tree>/verdicts.jsonl`); a rerun skips the batteries whose verdict compared something (exit 0 or
+1) and runs again the ones that ended in an error (exit 2: a server that did not start, a missing tree).
 
 Trees (made by checks/e2e/assemble.py under WORK):
 - `patched`: the series applied, started through the launcher (`python -m exactlaunch.cli`), whose
@@ -38,6 +39,7 @@ import runner_args as ra  # noqa: E402  (the runners' strict command lines)
 REPO = Path(__file__).resolve().parents[2]
 PLAN = Path(__file__).with_name("batteries.json")
 RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
+MODEL_DIR = REPO / ".e2e" / "models" / "target"  # checks/e2e/tiny_model.py's target (`h200.sh model`)
 PORT = 30000
 
 
@@ -157,6 +159,29 @@ POOL_SIZING_FAILURES = (
 )
 
 
+def earlier_verdicts(path: Path) -> tuple[set[str], set[str]]:
+    """A rerun's view of its verdicts file: the names that compared something (exit 0 or 1: skipped) and
+    the ones whose only verdicts are errors (exit 2: a server that did not start; run again, never kept
+    as done, so a run on a machine that was not ready cannot stand in for the real one)."""
+    entries = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    compared = {entry["name"] for entry in entries if entry.get("exit") in (0, 1)}
+    return compared, {entry["name"] for entry in entries} - compared
+
+
+def port_taken(port: int) -> str:
+    return (
+        f"port {port} is taken ({ports.describe(ports.listeners(port))}): a server left by an earlier run, "
+        "or another program; stop it (kill the pid) or choose another --port"
+    )
+
+
+def missing_parts(work: Path, tree: str) -> list[str]:
+    """What a run needs that lives only while the GPU machine is held (a fresh one has none of it): the
+    assembled tree, the shared dependencies and the tiny model."""
+    needed = [work / tree / "sglang", work / "deps" / ".complete", MODEL_DIR / "config.json"]
+    return [str(path) for path in needed if not path.exists()]
+
+
 class Server:
     """One server process (its own process group), its log, and readiness through /health_generate. It
     refuses a port another process holds, and is ready only when the process listening on the port is its
@@ -179,10 +204,7 @@ class Server:
     ) -> None:
         self.variant, self.port, self.log_path = variant, port, log_path
         if not ports.port_free(port):
-            raise PortTaken(
-                f"port {port} is taken ({ports.describe(ports.listeners(port))}): a server left by an "
-                "earlier run, or another program; stop it (kill the pid) or choose another --port"
-            )
+            raise PortTaken(port_taken(port))
         self.argv, self.env = command or server_command(work, tree, variant, port, recipe)
         self.restarts: list[str] = []
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -414,11 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         recipe = recipe_without_determinism(recipe, out / "recipe.json")
         log(f"servers run without {DETERMINISTIC_FLAG} ({recipe})")
     verdicts_path = out / "verdicts.jsonl"
-    done = (
-        {json.loads(line)["name"] for line in verdicts_path.read_text().splitlines()}
-        if verdicts_path.exists()
-        else set()
-    )
+    done, errored = earlier_verdicts(verdicts_path)
     wanted = set(args.only) if args.only else None
     batteries = [
         b for b in plan["batteries"] if (wanted is None or b["name"] in wanted) and b["name"] != "gpu-golden"
@@ -455,6 +473,21 @@ def main(argv: list[str] | None = None) -> int:
     order = ["no-spec", "recipe", "forced-reject"]
     steps.sort(key=lambda s: order.index(s[1]) if s[1] in order else len(order))
 
+    # Before any verdict is written: a server that cannot start would fill the file with errors.
+    pending = [step for step in steps if step[0] not in done]
+    for name in sorted(errored & {step[0] for step in pending}):
+        log(f"{name}: its verdict in {verdicts_path} is an error, run again")
+    if pending and not ports.port_free(args.port):
+        log(f"error: {port_taken(args.port)}")
+        return 2
+    missing = missing_parts(args.work, args.tree) if pending else []
+    if missing:
+        log(
+            f"error: not ready: {', '.join(missing)} missing. Run `bash checks/e2e/h200.sh stash ...`, "
+            "`bash checks/e2e/h200.sh build` and `bash checks/e2e/h200.sh model` first (docs/e2e.md); a "
+            "machine given back between calls starts bare"
+        )
+        return 2
     current: Server | None = None
     failed_variants: set[str] = set()
     try:

@@ -1,7 +1,8 @@
 """Record this card's goldens of the tiny hybrid model and check builds against them (issue 20).
 
 On a GPU host with no network, after assemble.py (and `assemble.py tree` for further trees) and
-tiny_model.py. Steps, each writing as it goes under OUT (a rerun skips the steps whose verdict exists):
+tiny_model.py. Steps, each writing as it goes under OUT (a rerun skips the steps whose verdict compared
+something, and runs an error again):
 
 - `record`: the patched tree's `recipe` server; its build as the launcher prints it (`--build-info`);
   then the record-golden app's commands, the plan's `goldenRecord` (`bitexact golden record URL --recipe R
@@ -112,11 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mem_fraction_static is not None:
         recipe = batteries.recipe_with_memory(recipe, args.mem_fraction_static, args.out / "recipe.json")
     verdicts = args.out / "verdicts.jsonl"
-    done = (
-        {json.loads(line)["name"] for line in verdicts.read_text().splitlines()}
-        if verdicts.exists()
-        else set()
-    )
+    done, errored = batteries.earlier_verdicts(verdicts)  # an error is run again, as in batteries.py
     # The long prompts' tokenizer: the model's own.
     model = args.tokenizer or str(REPO / json.loads(recipe.read_text())["model"]["path"])
     lengths = args.long or plan["longLengths"]
@@ -131,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         if name in done:
             batteries.log(f"{name}: verdict already in {verdicts}, skipped")
             continue
+        if name in errored:
+            batteries.log(f"{name}: its verdict in {verdicts} is an error, run again")
         step_out = args.out / name
         step_out.mkdir(parents=True, exist_ok=True)
         info = build_info(args.work, tree, recipe, step_out / "build-info.json")

@@ -2612,6 +2612,18 @@ CASES: list[Case] = [
         r"port \d+ is taken \(pid \d+: .*\): a server left by an earlier run",
     ),
     Case(
+        "e2e-not-ready",
+        "e2e",
+        "a GPU machine without the assembled trees (a fresh one: the machine that built them went back)",
+        ("--work", "{tmp}/w", "--tree", "patched", "--out", "{tmp}/o", "--only", "gpu-parity-recipe"),
+        2,
+        r"not ready: .*/w/patched/sglang, .*/w/deps/\.complete.* missing\. Run `bash checks/e2e/h200\.sh "
+        r"stash",
+        check=lambda tmp: "a verdict was written"
+        if (tmp / "o" / "patched" / "verdicts.jsonl").exists()
+        else None,
+    ),
+    Case(
         "e2e-golden-dir",
         "e2e",
         "a battery that needs the card's goldens, without --golden-dir",

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from canned_sglang import CannedSGLang
 from driver_standins import H200, install_driver, nvml_env
+from net_support import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "checks" / "e2e"))
@@ -317,3 +318,43 @@ def test_summarize_names_a_folder_without_verdicts_and_the_tree_folders_inside_i
     assert result.returncode == 2 and result.stdout == ""
     assert f"{tmp_path / 'e2e'} has no verdicts.jsonl" in result.stderr
     assert f"it holds {tmp_path / 'e2e'}/patched" in result.stderr
+
+
+def _batteries_run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, str(REPO / "checks" / "e2e" / "batteries.py"), "--work", str(tmp_path / "w")]
+    argv += ["--tree", "patched", "--out", str(tmp_path / "o"), "--port", str(free_port()), *extra]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def test_batteries_refuse_a_machine_without_the_trees_before_any_verdict(tmp_path: Path) -> None:
+    """A fresh GPU machine (the one that ran `h200.sh build` went back) has no trees: every server would
+    fail to start and each battery would get an error verdict. The run stops first, naming the steps."""
+    result = _batteries_run(tmp_path, "--only", "gpu-parity-recipe")
+    assert result.returncode == 2
+    assert f"not ready: {tmp_path / 'w'}/patched/sglang, {tmp_path / 'w'}/deps/.complete" in result.stderr
+    assert "h200.sh build" in result.stderr and "h200.sh model" in result.stderr
+    assert not (tmp_path / "o" / "patched" / "verdicts.jsonl").exists()
+
+
+def test_a_rerun_runs_an_error_verdict_again_and_skips_what_compared(tmp_path: Path) -> None:
+    verdicts = tmp_path / "o" / "patched" / "verdicts.jsonl"
+    verdicts.parent.mkdir(parents=True)
+    lines = [
+        {"name": "reference-no-spec", "variant": "no-spec", "exit": 0, "results": []},
+        {"name": "gpu-parity-recipe", "variant": "recipe", "exit": 2, "error": "the server did not start"},
+        {"name": "gpu-repeat", "variant": "recipe", "exit": 1, "results": []},
+    ]
+    verdicts.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    again = _batteries_run(tmp_path, "--only", "gpu-parity-recipe,gpu-repeat")
+    # the error is run again (here it stops at the missing trees); the compared ones are not
+    assert f"gpu-parity-recipe: its verdict in {verdicts} is an error, run again" in again.stderr
+    assert (
+        "gpu-repeat: its verdict" not in again.stderr
+        and again.returncode == 2
+        and "not ready" in again.stderr
+    )
+    verdicts.write_text(verdicts.read_text().replace('"exit": 2', '"exit": 0'))
+    done = _batteries_run(tmp_path, "--only", "gpu-parity-recipe,gpu-repeat")
+    assert done.returncode == 0, done.stderr  # nothing pending: no server, and no trees needed
+    assert "gpu-parity-recipe: verdict already in" in done.stderr and "not ready" not in done.stderr
+    assert verdicts.read_text().count("\n") == 3  # nothing written

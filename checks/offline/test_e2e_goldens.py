@@ -84,6 +84,21 @@ def test_a_rerun_skips_the_steps_already_done(standins: None, tmp_path: Path) ->
     assert [v["name"] for v in verdicts] == ["record", "restart"]  # record ran once: no --force needed
 
 
+def test_a_rerun_runs_a_step_whose_verdict_is_an_error_again(
+    standins: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A step that ended in an error (a server that did not start) compared nothing: kept as done, it
+    would have stood in for the real run on every rerun."""
+    out = tmp_path / "out"
+    out.mkdir()
+    failed = {"name": "record", "tree": "patched", "variant": "recipe", "exit": 2, "results": []}
+    (out / "verdicts.jsonl").write_text(json.dumps(failed) + "\n")
+    verdicts = run(tmp_path, "record")
+    assert [(v["name"], v["exit"]) for v in verdicts] == [("record", 2), ("record", 0)]
+    assert "record: its verdict in" in capsys.readouterr().err
+    assert (tmp_path / "golden" / "h200" / "e2e-tiny-hybrid.json").exists()
+
+
 @pytest.mark.parametrize(
     ("step", "message"),
     [
