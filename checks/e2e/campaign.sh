@@ -6,7 +6,8 @@
 #   bash checks/e2e/campaign.sh collect                 $OUT/campaign.tar.gz (results so far) and a status
 #   bash checks/e2e/campaign.sh wait SECONDS            wait until done or SECONDS passed, then collect
 # collect and wait exit 0 when the campaign is done, 1 while it runs, 3 when this machine has none (a
-# fresh one: the call said warm: false) and 4 (wait) when its runner ended without finishing.
+# fresh one: the call said warm: false) and 4 when its runner ended without finishing. start refuses (2)
+# while an earlier campaign's runner is alive, and returns only once the runner has recorded itself.
 # PLAN e2e (the default): A alone, at the recipe's memory: record the goldens, check an unchanged restart.
 # B, four streams side by side at --mem-fraction-static 0.2 each (SGLang sizes its pools from the memory
 # free at its start, so the recipe's 0.88 fits one server only): the batteries on the patched and the stock
@@ -458,18 +459,51 @@ require_campaign() {
   fi
 }
 
+# The runner's identity, written by the runner itself (setsid may fork): its PID and its start time
+# (field 22 of /proc/PID/stat), so that neither a PID the kernel gave to another process nor a zombie
+# counts as a running campaign.
+record_runner() {
+  local stat
+  stat=$(cat "/proc/$$/stat") && stat=${stat##*) }
+  # shellcheck disable=SC2086  # split into fields on purpose: field 3 is $1, field 22 is ${20}
+  set -- $stat
+  echo "$$ ${20}" > "$camp/pid.tmp" && mv "$camp/pid.tmp" "$camp/pid"
+}
+
+runner_alive() {
+  local pid start stat
+  read -r pid start < "$camp/pid" 2>/dev/null || return 1
+  stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  # shellcheck disable=SC2086
+  set -- $stat
+  [ "$1" != Z ] && [ "${20}" = "$start" ]
+}
+
 case "$step" in
   start)
     BUILD_ID=${2:?start BUILD_ID}
     plan=${3:-e2e}
     case "$plan" in e2e | perf | long | radix | recheck | targets | complete | batteries | parity-targets | four-servers | finish | capacity-prefill | prefill-640 | loop-stages) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck, targets, complete, batteries, parity-targets, four-servers, finish, capacity-prefill, prefill-640 or loop-stages)" >&2; exit 2 ;; esac
     export BUILD_ID
+    if runner_alive; then
+      read -r old _ < "$camp/pid"
+      echo "campaign.sh: a campaign is running (its runner is pid $old): wait for it, or stop it with" \
+        "kill -- -$old, before starting another" >&2
+      exit 2
+    fi
     rm -rf "$camp" && mkdir -p "$camp/repo"
     # A copy: later calls replace the working tree under the running phases.
     tar --exclude=./.gpu --exclude=./.git -cf - . | tar -xf - -C "$camp/repo"
-    # The runner writes its own PID (setsid may fork): wait stops early when it is gone unfinished.
-    setsid bash -c "echo \$\$ > $(printf %q "$camp/pid"); $(declare -f); work=$work camp=$camp py=$py BUILD_ID=$BUILD_ID phases_${plan//-/_}" \
-      > "$camp/campaign.log" 2>&1 < /dev/null &
+    : > "$camp/campaign.log"  # before start returns: a wait right after it must find the campaign
+    setsid bash -c "$(declare -f); work=$(printf %q "$work") camp=$(printf %q "$camp") py=$(printf %q "$py") \
+      BUILD_ID=$(printf %q "$BUILD_ID"); record_runner; phases_${plan//-/_}" >> "$camp/campaign.log" 2>&1 < /dev/null &
+    for _ in $(seq 100); do [ -s "$camp/pid" ] && break; sleep 0.1; done
+    if [ ! -s "$camp/pid" ]; then
+      echo "campaign.sh: the campaign's runner did not start (no $camp/pid after 10 s); its log:" >&2
+      cat "$camp/campaign.log" >&2
+      exit 2
+    fi
     echo "campaign started (log $camp/campaign.log)" ;;
   collect)
     require_campaign
@@ -484,20 +518,21 @@ case "$step" in
     ls -la "$OUT/campaign.tar.gz"
     cat "$camp/campaign.log"
     for f in "$camp"/res/stream-*.log; do echo "== $f"; tail -n 4 "$f"; done
-    [ -f "$camp/done" ] && echo "CAMPAIGN DONE" ;;
+    if [ -f "$camp/done" ]; then
+      echo "CAMPAIGN DONE"
+    elif [ -s "$camp/pid" ] && ! runner_alive; then
+      # nothing left to wait for: the phases ended (killed, or a step exited the shell) unfinished
+      echo "campaign.sh: the campaign's runner ($(cut -d' ' -f1 "$camp/pid")) ended without finishing" >&2
+      exit 4
+    else
+      exit 1
+    fi ;;
   wait)
     limit=${2:?wait SECONDS}
     require_campaign
-    runner=$(cat "$camp/pid" 2>/dev/null)
     for _ in $(seq "$limit"); do
       [ -f "$camp/done" ] && break
-      [ -n "$runner" ] || runner=$(cat "$camp/pid" 2>/dev/null)
-      if [ -n "$runner" ] && ! kill -0 "$runner" 2>/dev/null && [ ! -f "$camp/done" ]; then
-        # nothing left to wait for: the phases ended (killed, or a step exited the shell) unfinished
-        echo "campaign.sh: the campaign's runner (pid $runner) ended without finishing; its log follows" >&2
-        bash "$0" collect
-        exit 4
-      fi
+      [ -s "$camp/pid" ] && ! runner_alive && break  # collect says so (exit 4)
       sleep 1
     done
     bash "$0" collect ;;

@@ -414,22 +414,51 @@ def test_wait_stops_when_the_runner_is_gone_without_the_done_marker(tmp_path: Pa
     started = time.monotonic()
     result = _campaign(repo, env, "wait", "60")
     assert result.returncode == 4 and time.monotonic() - started < 10
-    assert f"runner (pid {gone.pid}) ended without finishing" in result.stderr
+    assert f"runner ({gone.pid}) ended without finishing" in result.stderr
     assert "phase C 10:00:00" in result.stdout and "CAMPAIGN DONE" not in result.stdout
     assert (tmp_path / "out" / "campaign.tar.gz").exists()  # what there is still comes back
 
 
+def _start_time(pid: int) -> str:
+    """Field 22 of /proc/PID/stat, as campaign.sh's runner records it beside its PID."""
+    return (Path("/proc") / str(pid) / "stat").read_text().rsplit(") ", 1)[1].split()[19]
+
+
 def test_a_started_campaign_records_its_runner_and_wait_keeps_waiting_while_it_lives(tmp_path: Path) -> None:
     repo, env = _setup(tmp_path)
-    env["CAMPAIGN_WARM_HEAD_START"] = "3"  # plan targets' first step sleeps: the runner lives for a while
+    env["CAMPAIGN_WARM_HEAD_START"] = "5"  # plan targets' first step sleeps: the runner lives for a while
     assert _campaign(repo, env, "start", "abc1234", "targets").returncode == 0
+    # start returns only once the log and the runner's record exist: a wait right after finds both
+    pid, start = (tmp_path / "camp" / "pid").read_text().split()
+    assert (tmp_path / "camp" / "campaign.log").exists() and start == _start_time(int(pid))
     early = _campaign(repo, env, "wait", "1")
     assert early.returncode == 1 and "CAMPAIGN DONE" not in early.stdout  # still running
     assert "ended without finishing" not in early.stderr
-    runner = int((tmp_path / "camp" / "pid").read_text())
-    assert runner > 0
+    again = _campaign(repo, env, "start", "abc1234", "targets")  # not over a live runner
+    assert again.returncode == 2 and f"a campaign is running (its runner is pid {pid})" in again.stderr
     done = _campaign(repo, env, "wait", "60")
     assert done.returncode == 0 and "CAMPAIGN DONE" in done.stdout, done.stderr
+
+
+def test_a_zombie_or_a_reused_pid_is_not_the_runner(tmp_path: Path) -> None:
+    repo, env = _setup(tmp_path)
+    camp = tmp_path / "camp"
+    camp.mkdir()
+    (camp / "campaign.log").write_text("phase P 10:00:00\n")
+    zombie = subprocess.Popen(["true"])  # exits and stays unreaped until .wait(): a zombie
+    try:
+        for _ in range(100):
+            if (Path("/proc") / str(zombie.pid) / "stat").read_text().rsplit(") ", 1)[1][0] == "Z":
+                break
+            time.sleep(0.05)
+        (camp / "pid").write_text(f"{zombie.pid} {_start_time(zombie.pid)}\n")
+        assert _campaign(repo, env, "collect").returncode == 4
+    finally:
+        zombie.wait()
+    # a live process whose start time is not the recorded one: the PID was given to another process
+    (camp / "pid").write_text(f"{os.getpid()} 1\n")
+    result = _campaign(repo, env, "wait", "60")
+    assert result.returncode == 4 and "ended without finishing" in result.stderr
 
 
 def test_build_on_a_machine_with_nothing_stashed_names_the_stash_step(tmp_path: Path) -> None:
