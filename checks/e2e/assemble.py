@@ -281,16 +281,17 @@ def build(wheel_dirs: list[Path], work: Path) -> int:
 
         manifest.write(work / "patched", sorted((REPO / "patches" / "sglang").glob("*.patch")))
     deps = work / "deps"
-    if not (deps / ".complete").exists():
+    installed = not (deps / ".complete").exists()
+    if installed:
         wheels = sorted(
             p for d in wheel_dirs for p in d.glob("*.whl") if not p.name.startswith("sglang-0.5.20")
         )
         cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-compile"]
-        subprocess.run([*cmd, "--target", str(deps), *map(str, wheels)], check=True)
+        # --upgrade: what an earlier, incomplete try left is replaced, not kept (pip --target skips it)
+        subprocess.run([*cmd, "--upgrade", "--target", str(deps), *map(str, wheels)], check=True)
         with zipfile.ZipFile(find_one(wheel_dirs, SLIM_KERNEL)) as archive:
             archive.extractall(deps)
         apply(REPO / "patches" / "deep-gemm" / "0001-sm120-fence.patch", deps, 1)
-        (deps / ".complete").write_text("")
     report: dict[str, object] = {}
     for tree in ("patched", "stock"):
         report[tree] = missing_modules(work, tree)
@@ -308,8 +309,16 @@ def build(wheel_dirs: list[Path], work: Path) -> int:
     print(buf.getvalue())
     missing = [m for tree in ("patched", "stock") for m in report[tree]]  # type: ignore[union-attr]
     if missing:
-        print(f"assemble: {len(missing)} module(s) do not import; see above", file=sys.stderr)
+        # no .complete: the runners refuse this work folder, and the next build installs the set again
+        print(
+            f"assemble: {len(missing)} module(s) do not import; see above. A wheel set may be missing: "
+            f"the machine may have been given back between the stash calls (found: "
+            f"{', '.join(str(d) for d in wheel_dirs)})",
+            file=sys.stderr,
+        )
         return 1
+    if installed:
+        (deps / ".complete").write_text("")  # only once every server module imports from it
     return 0
 
 
