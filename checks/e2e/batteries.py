@@ -168,6 +168,21 @@ def earlier_verdicts(path: Path) -> tuple[set[str], set[str]]:
     return compared, {entry["name"] for entry in entries} - compared
 
 
+def worst_exit(results: list[dict[str, Any]]) -> int:
+    """A step's verdict from its commands' exit codes: 0 equal, 1 differs, and anything else (2, or a
+    negative code: killed by a signal) an error, so that a killed command never passes as compared."""
+    return max(r["exit"] if r["exit"] in (0, 1) else 2 for r in results)
+
+
+def rerun_command(command: list[str]) -> list[str]:
+    """A command of a step run again after an error: a `golden record` that wrote its golden before the
+    step failed would refuse to replace it, so it is told to (--force; the same command resumes its
+    --out as before)."""
+    if command[1:3] == ["golden", "record"] and "--force" not in command:
+        return [*command, "--force"]
+    return command
+
+
 def port_taken(port: int) -> str:
     return (
         f"port {port} is taken ({ports.describe(ports.listeners(port))}): a server left by an earlier run, "
@@ -542,11 +557,12 @@ def main(argv: list[str] | None = None) -> int:
             if reference:
                 step_values["REF"] = str(refs[reference])
             step_values["REF_LONG"] = str(refs["long"])  # used only by batteries with longReference
+            again = rerun_command if name in errored else (lambda command: command)
             results = [
-                run_bitexact(fill(c, step_values), args.work, args.tree, step_out / "bitexact.log")
+                run_bitexact(again(fill(c, step_values)), args.work, args.tree, step_out / "bitexact.log")
                 for c in commands
             ]
-            worst = max(r["exit"] for r in results)
+            worst = worst_exit(results)
             entry = {"name": name, "variant": variant, "tree": args.tree, "exit": worst, "results": results}
             if current.restarts:  # the server's pool-sizing failures before it started
                 entry["server_restarts"] = current.restarts

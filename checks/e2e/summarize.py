@@ -24,8 +24,8 @@ RECIPE = Path(__file__).resolve().parents[2] / "nix" / "recipes" / "e2e-tiny-hyb
 
 def verdict_lines(tree: Path) -> list[str]:
     lines = []
-    for raw in (tree / "verdicts.jsonl").read_text().splitlines():
-        entry = json.loads(raw)
+    entries = [json.loads(raw) for raw in (tree / "verdicts.jsonl").read_text().splitlines()]
+    for at, entry in enumerate(entries):
         parts = []
         for result in entry.get("results", []):
             summary = result["summary"]
@@ -57,10 +57,13 @@ def verdict_lines(tree: Path) -> list[str]:
             else:
                 parts.append(str(summary).splitlines()[0][:120] if summary else "")
         verdict = {0: "EQUAL/OK", 1: "DIFFERS"}.get(entry["exit"], f"ERROR ({entry['exit']})")
+        # a rerun runs an errored battery again (batteries.py): the last verdict of a name is the one
+        later = any(other["name"] == entry["name"] for other in entries[at + 1 :])
         lines.append(
             f"{entry['name']:<26} {verdict:<9} "
             + "; ".join(parts)
             + (f" {entry['error']}" if "error" in entry else "")
+            + (" [superseded: run again below]" if later else "")
         )
     return lines
 

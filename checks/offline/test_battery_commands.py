@@ -358,3 +358,33 @@ def test_a_rerun_runs_an_error_verdict_again_and_skips_what_compared(tmp_path: P
     assert done.returncode == 0, done.stderr  # nothing pending: no server, and no trees needed
     assert "gpu-parity-recipe: verdict already in" in done.stderr and "not ready" not in done.stderr
     assert verdicts.read_text().count("\n") == 3  # nothing written
+
+
+def test_a_killed_command_makes_the_step_an_error_never_a_pass() -> None:
+    from batteries import rerun_command, worst_exit
+
+    assert worst_exit([{"exit": 0}, {"exit": -9}]) == 2  # killed by SIGKILL (the OOM killer, say)
+    assert worst_exit([{"exit": 0}, {"exit": 1}]) == 1 and worst_exit([{"exit": 0}]) == 0
+    assert worst_exit([{"exit": 1}, {"exit": 3}]) == 2
+    assert rerun_command(["bitexact", "golden", "record", "URL"]) == [
+        "bitexact",
+        "golden",
+        "record",
+        "URL",
+        "--force",
+    ]
+    assert rerun_command(["bitexact", "golden", "check", "URL"]) == ["bitexact", "golden", "check", "URL"]
+
+
+def test_summarize_marks_an_error_that_a_rerun_superseded(tmp_path: Path) -> None:
+    import summarize
+
+    (tmp_path / "verdicts.jsonl").write_text(
+        json.dumps({"name": "gpu-repeat", "exit": 2, "error": "the recipe server did not start"})
+        + "\n"
+        + json.dumps({"name": "gpu-repeat", "exit": 0, "results": []})
+        + "\n"
+    )
+    first, last = summarize.verdict_lines(tmp_path)
+    assert "ERROR (2)" in first and first.endswith("[superseded: run again below]")
+    assert "EQUAL/OK" in last and "superseded" not in last

@@ -88,15 +88,18 @@ def test_a_rerun_runs_a_step_whose_verdict_is_an_error_again(
     standins: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A step that ended in an error (a server that did not start) compared nothing: kept as done, it
-    would have stood in for the real run on every rerun."""
-    out = tmp_path / "out"
-    out.mkdir()
-    failed = {"name": "record", "tree": "patched", "variant": "recipe", "exit": 2, "results": []}
-    (out / "verdicts.jsonl").write_text(json.dumps(failed) + "\n")
+    would have stood in for the real run on every rerun. Here the failed try had written its goldens
+    (the long record failing after the short one, say): the rerun replaces them instead of refusing."""
+    verdicts_path = tmp_path / "out" / "verdicts.jsonl"
+    run(tmp_path, "record")
+    golden = tmp_path / "golden" / "h200" / "e2e-tiny-hybrid.json"
+    first = golden.read_text()
+    verdicts_path.write_text(verdicts_path.read_text().replace('"exit": 0', '"exit": 2'))
     verdicts = run(tmp_path, "record")
     assert [(v["name"], v["exit"]) for v in verdicts] == [("record", 2), ("record", 0)]
     assert "record: its verdict in" in capsys.readouterr().err
-    assert (tmp_path / "golden" / "h200" / "e2e-tiny-hybrid.json").exists()
+    assert all(r["command"][-1] == "--force" for r in verdicts[1]["results"])
+    assert golden.read_text() != first  # recorded again (its recording time differs)
 
 
 @pytest.mark.parametrize(
