@@ -356,6 +356,9 @@ FAST = "?retries=0"
 common = ("--prompts", "{tmp}/p.jsonl", "--max-new-tokens", "4", "--top-logprobs", "2", "--out", "{tmp}/o")
 golden_args = ("--recipe", str(RECIPE), "--variant", "no-spec", "--card", "h200", "--golden-dir", "{tmp}/g")
 
+# the end-to-end runner's arguments, good ones (cases add the bad one)
+e2e_args = ("--work", "{tmp}/w", "--tree", "patched", "--out", "{tmp}/o")
+
 CASES: list[Case] = [
     # bitexact: command line and engine strings
     Case("bx-verb", "bitexact", "an unknown verb", ("compare", "a", "b"), 2, r"invalid choice: 'compare'"),
@@ -2615,7 +2618,7 @@ CASES: list[Case] = [
         "e2e-not-ready",
         "e2e",
         "a GPU machine without the assembled trees (a fresh one: the machine that built them went back)",
-        ("--work", "{tmp}/w", "--tree", "patched", "--out", "{tmp}/o", "--only", "gpu-parity-recipe"),
+        (*e2e_args, "--port", "{free_port}", "--only", "gpu-parity-recipe"),
         2,
         r"not ready: .*/w/patched/sglang, .*/w/deps/\.complete.* missing\. Run `bash checks/e2e/h200\.sh "
         r"stash",
@@ -2775,7 +2778,6 @@ STUB_LOCK_NO_HASH = (
     'version = 1\n[[package]]\nname = "cuda-tile"\nversion = "1.0.0"\n'
     'sdist = { url = "https://files.example/cuda_tile-1.0.0.tar.gz" }\n'
 )
-e2e_args = ("--work", "{tmp}/w", "--tree", "patched", "--out", "{tmp}/o")
 
 CASES += [
     # the launcher: the recipe reader (strict JSON, known shapes) -- class 6

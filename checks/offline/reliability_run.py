@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from canned_sglang import CannedSGLang  # noqa: E402
+from net_support import free_port  # noqa: E402
 from reliability_cases import CASES, COMMAND_NAMES, PROGRAMS, REPO, SOURCES, Case  # noqa: E402
 
 
@@ -73,6 +74,8 @@ def run_case(case: Case, tmp: Path) -> Result:
             server.__enter__()
             values["url"] = server.url
             values["port"] = server.url.rsplit(":", 1)[1]
+        if "{free_port}" in " ".join(case.argv):  # a port nothing listens on (the defaults may be taken)
+            values["free_port"] = str(free_port())
         if "{busy_port}" in " ".join(case.argv):
             busy = subprocess.Popen([sys.executable, "-c", LISTENER], stdout=subprocess.PIPE, text=True)
             assert busy.stdout is not None
@@ -146,6 +149,7 @@ def table(rows: list[tuple[Case, str]]) -> list[str]:
             ("{tmp}", "$TMP"),
             ("{url}", "http://127.0.0.1:PORT"),
             ("{busy_port}", "PORT"),
+            ("{free_port}", "PORT"),
             ("{port}", "PORT"),
         ):
             command = command.replace(name, shown)
