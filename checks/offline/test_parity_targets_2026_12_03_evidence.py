@@ -120,9 +120,33 @@ def test_exact_spec_came_back_at_640_and_2200_tokens_and_the_pages_quote_its_rat
     rates = {n: (t["new_tokens"] - 1) / t["decode_s"] for n, t in timings.items()}
     quoted = f"{rates[640]:.1f} and {rates[2200]:.1f} t/s"
     assert quoted == "262.1 and 260.5 t/s"
-    calls = (RUN / "calls.md").read_text()
-    assert quoted in calls.replace("\n   ", " ")
+    calls = _prose(RUN / "calls.md")
+    assert quoted in calls
     ttft = f"{timings[640]['ttft_s']:.2f} s and {timings[2200]['ttft_s']:.2f} s"
-    assert f"token {ttft}" in calls.replace("\n  ", " ")
+    assert f"token {ttft}" in calls
     meta = json.loads((RUN / "perf" / "exact-spec" / "meta.json").read_text())
     assert meta["ok"] and round(meta["meta_info"]["spec_accept_length"], 2) == 4.92
+
+
+def _prose(path: Path) -> str:
+    return " ".join(path.read_text().split())  # line breaks as spaces, for figures split across lines
+
+
+def test_the_pages_quote_this_runs_figures() -> None:
+    verdicts = _verdicts()
+    recipe = verdicts["gpu-parity-recipe"]["results"][0]["summary"]
+    mean = f"{recipe['a']['spec']['mean_accept_length']:.2f}"
+    e2e = _prose(REPO / "docs" / "e2e.md")
+    section = e2e[e2e.index("Plan `parity-targets` at commit 7c455e3") :]
+    assert f"mean accept length {mean})" in section
+    repeat = verdicts["gpu-repeat"]["results"][0]["summary"]
+    assert f"**{repeat['divergent']} of {repeat['compared']}** answers differ" in section
+    assert (
+        f"`gpu-parity-long` **{verdicts['gpu-parity-long']['results'][0]['summary']['equal']}/3**" in section
+    )
+    timings = _exact_spec_bench()
+    rates = [f"{(timings[n]['new_tokens'] - 1) / timings[n]['decode_s']:.1f}" for n in (640, 2200)]
+    ttft = [f"{timings[n]['ttft_s']:.2f}" for n in (640, 2200)]
+    performance = _prose(REPO / "docs" / "performance.md")
+    assert f"decoded {rates[0]} t/s at 640 tokens and {rates[1]} at 2200" in performance
+    assert f"time to first token {ttft[0]} and {ttft[1]} s" in performance
