@@ -45,6 +45,10 @@
 # PLAN four-servers (what issue 26 lacks after plan parity-targets' phase C ran, 2026-12-03; after
 # `bench/perf/h200.sh model` too): plan targets' phase P alone, the four 27B-shaped servers one after
 # another; exact-spec's first start compiles its kernels (about 5 minutes, within the start timeout).
+# PLAN closing (issue 26 to its end; after `bench/perf/h200.sh model` too): C, the exact 27B-shaped
+# server's first start beside one tiny stream (the two batteries that have not run with the tile loop
+# at 3 stages: gpu-parity-forced-reject, then the golden check of this build against the card's
+# committed goldens, gpu-golden's comparison); P, plan four-servers.
 # PLAN capacity-prefill (what issue 26 still lacks after plan finish; after `bench/perf/h200.sh model` too):
 # C side by side, nothing timed: the exact no-spec 27B-shaped server's first start and, in one stream (one
 # tiny server at a time, as in plan finish), the capacity batteries with the card's launch plans; P alone,
@@ -321,6 +325,26 @@ phases_four_servers() {
   touch "$camp/done"
 }
 
+phases_closing() {
+  local res=$camp/res repo=$camp/repo
+  cd "$repo" || exit 2
+  mkdir -p "$res"
+  echo "phase C $(date -u +%T)"
+  warm_first exact-spec
+  local golden=$res/golden
+  mkdir -p "$golden" && cp -r checks/golden/. "$golden/"
+  (
+    "$py" checks/e2e/batteries.py --work "$work" --tree patched --only gpu-parity-forced-reject \
+      --out "$res/e2e" --port 30000 --mem-fraction-static 0.15
+    "$py" checks/e2e/goldens.py --work "$work" --golden-dir "$golden" --build-id "$BUILD_ID" \
+      --out "$res/goldens" --port 30000 --mem-fraction-static 0.15 check:loop-stages=patched
+  ) > "$res/stream-parity.log" 2>&1 &
+  wait
+  measure_targets
+  echo "done $(date -u +%T)"
+  touch "$camp/done"
+}
+
 phases_batteries() {
   local res=$camp/res repo=$camp/repo
   cd "$repo" || exit 2
@@ -484,7 +508,7 @@ case "$step" in
   start)
     BUILD_ID=${2:?start BUILD_ID}
     plan=${3:-e2e}
-    case "$plan" in e2e | perf | long | radix | recheck | targets | complete | batteries | parity-targets | four-servers | finish | capacity-prefill | prefill-640 | loop-stages) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck, targets, complete, batteries, parity-targets, four-servers, finish, capacity-prefill, prefill-640 or loop-stages)" >&2; exit 2 ;; esac
+    case "$plan" in e2e | perf | long | radix | recheck | targets | complete | batteries | parity-targets | four-servers | closing | finish | capacity-prefill | prefill-640 | loop-stages) ;; *) echo "campaign.sh: unknown plan $plan (e2e, perf, long, radix, recheck, targets, complete, batteries, parity-targets, four-servers, closing, finish, capacity-prefill, prefill-640 or loop-stages)" >&2; exit 2 ;; esac
     export BUILD_ID
     if runner_alive; then
       read -r old _ < "$camp/pid"

@@ -90,7 +90,7 @@ def test_an_unknown_plan_is_refused_before_anything_starts(tmp_path: Path) -> No
     assert (
         refused.returncode == 2
         and "unknown plan speed (e2e, perf, long, radix, recheck, targets, complete, batteries, "
-        "parity-targets, four-servers, finish, capacity-prefill, prefill-640 or loop-stages)"
+        "parity-targets, four-servers, closing, finish, capacity-prefill, prefill-640 or loop-stages)"
         in refused.stderr
     )
     assert not (tmp_path / "camp").exists()
@@ -297,6 +297,24 @@ def test_the_four_servers_plan_is_plan_targets_phase_p_alone(tmp_path: Path) -> 
     assert "phase C" not in log and log.index("phase P") < log.index("stock-no-spec exit 0") < log.index(
         "done"
     )
+
+
+def test_the_closing_plan_runs_the_last_two_batteries_beside_the_first_start_then_four_servers(
+    tmp_path: Path,
+) -> None:
+    calls = _run_plan(tmp_path, "closing")
+    measures, servers = _measures(calls)
+    assert servers == ["exact-spec", "exact-no-spec", "stock-spec", "stock-no-spec"]
+    assert calls[-4:] == measures
+    side = calls[:-4]
+    (warm,) = _warm_calls(side)
+    assert "--server exact-spec " in warm
+    battery, golden = [c for c in side if "batteries.py" in c or "goldens.py" in c]  # one stream, in order
+    assert "--tree patched --only gpu-parity-forced-reject " in battery and "--port 30000" in battery
+    assert golden.endswith("check:loop-stages=patched") and "--build-id abc1234" in golden
+    assert f"--golden-dir {tmp_path / 'camp' / 'res' / 'golden'}" in golden
+    log = (tmp_path / "camp" / "campaign.log").read_text()
+    assert log.index("phase C") < log.index("phase P") < log.index("stock-no-spec exit 0") < log.index("done")
 
 
 def test_the_finish_plan_warms_beside_one_battery_stream_then_measures_five_servers(tmp_path: Path) -> None:
