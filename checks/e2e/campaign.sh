@@ -496,7 +496,8 @@ record_runner() {
 
 runner_alive() {
   local pid start stat
-  read -r pid start < "$camp/pid" 2>/dev/null || return 1
+  [ -s "$camp/pid" ] || return 1
+  read -r pid start < "$camp/pid" || return 1
   stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
   stat=${stat##*) }
   # shellcheck disable=SC2086
@@ -520,7 +521,7 @@ case "$step" in
     # A copy: later calls replace the working tree under the running phases.
     tar --exclude=./.gpu --exclude=./.git -cf - . | tar -xf - -C "$camp/repo"
     : > "$camp/campaign.log"  # before start returns: a wait right after it must find the campaign
-    setsid bash -c "$(declare -f); work=$(printf %q "$work") camp=$(printf %q "$camp") py=$(printf %q "$py") \
+    setsid bash -c "$(declare -f); export work=$(printf %q "$work") camp=$(printf %q "$camp") py=$(printf %q "$py") \
       BUILD_ID=$(printf %q "$BUILD_ID"); record_runner; phases_${plan//-/_}" >> "$camp/campaign.log" 2>&1 < /dev/null &
     for _ in $(seq 100); do [ -s "$camp/pid" ] && break; sleep 0.1; done
     if [ ! -s "$camp/pid" ]; then

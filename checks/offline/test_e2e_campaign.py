@@ -445,7 +445,8 @@ def _start_time(pid: int) -> str:
 def test_a_started_campaign_records_its_runner_and_wait_keeps_waiting_while_it_lives(tmp_path: Path) -> None:
     repo, env = _setup(tmp_path)
     env["CAMPAIGN_WARM_HEAD_START"] = "5"  # plan targets' first step sleeps: the runner lives for a while
-    assert _campaign(repo, env, "start", "abc1234", "targets").returncode == 0
+    started = _campaign(repo, env, "start", "abc1234", "targets")
+    assert started.returncode == 0 and started.stderr == ""  # nothing said about a missing pid file
     # start returns only once the log and the runner's record exist: a wait right after finds both
     pid, start = (tmp_path / "camp" / "pid").read_text().split()
     assert (tmp_path / "camp" / "campaign.log").exists() and start == _start_time(int(pid))
