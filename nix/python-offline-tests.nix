@@ -21,6 +21,7 @@ let
       "bench/perf"
       "bench/upstream_eval"
       "docs/cards.md"
+      "docs/e2e.md"
       "docs/evidence/attn-prefetch-h200-2026-12-03"
       "docs/evidence/batteries-h200-2026-12-03"
       "docs/evidence/capacity-h200-2026-12-03"

@@ -132,6 +132,9 @@ def test_a_signal_to_the_runner_stops_its_server(tmp_path: Path, sig: signal.Sig
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C's default in the runner even when this suite inherited SIGINT ignored (started in the
+        # background of a shell without job control): else Python never raises KeyboardInterrupt there
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert runner.stdout is not None
     server_pid = int(runner.stdout.readline())

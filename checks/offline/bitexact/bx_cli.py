@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,13 @@ def rows(path: Path) -> list[dict[str, Any]]:
     return lines[1:]
 
 
+def interrupt_default() -> None:
+    """In the child before exec: Ctrl-C's default back. A suite started in the background of a shell
+    without job control (`(pytest &)`, nohup) inherits SIGINT ignored, and Python then never turns
+    SIGINT into KeyboardInterrupt, so a test of what SIGINT does would time out."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def spawn(argv: list[str], cwd: Path) -> subprocess.Popen[str]:
     """`python -m bitexact ARGV` as its own process (for signals), output captured."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -50,4 +58,5 @@ def spawn(argv: list[str], cwd: Path) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interrupt_default,
     )
