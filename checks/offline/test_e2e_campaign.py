@@ -270,20 +270,27 @@ def test_the_batteries_plan_is_completes_batteries_alone(tmp_path: Path) -> None
     assert "phase P" not in log and log.index("phase C") < log.index("done")
 
 
-def test_the_parity_targets_plan_runs_one_parity_stream_beside_the_first_start_then_four_servers(
-    tmp_path: Path,
-) -> None:
-    calls = _run_plan(tmp_path, "parity-targets")
+def _beside_first_start_then_four_servers(tmp_path: Path, plan: str) -> list[str]:
+    """PLAN's shape as plans parity-targets and closing share it: phase C beside exact-spec's first
+    start, then plan targets' four servers last, one after the other. Returns phase C's calls."""
+    calls = _run_plan(tmp_path, plan)
     measures, servers = _measures(calls)
     assert servers == ["exact-spec", "exact-no-spec", "stock-spec", "stock-no-spec"]
     assert calls[-4:] == measures
     side = calls[:-4]
     (warm,) = _warm_calls(side)
     assert "--server exact-spec " in warm
-    (stream,) = [c for c in side if "batteries.py" in c]
-    assert "--only gpu-parity-recipe,gpu-parity-inflight-8,gpu-parity-long,gpu-repeat " in stream
     log = (tmp_path / "camp" / "campaign.log").read_text()
     assert log.index("phase C") < log.index("phase P") < log.index("stock-no-spec exit 0") < log.index("done")
+    return side
+
+
+def test_the_parity_targets_plan_runs_one_parity_stream_beside_the_first_start_then_four_servers(
+    tmp_path: Path,
+) -> None:
+    side = _beside_first_start_then_four_servers(tmp_path, "parity-targets")
+    (stream,) = [c for c in side if "batteries.py" in c]
+    assert "--only gpu-parity-recipe,gpu-parity-inflight-8,gpu-parity-long,gpu-repeat " in stream
 
 
 def test_the_four_servers_plan_is_plan_targets_phase_p_alone(tmp_path: Path) -> None:
@@ -302,19 +309,11 @@ def test_the_four_servers_plan_is_plan_targets_phase_p_alone(tmp_path: Path) -> 
 def test_the_closing_plan_runs_the_last_two_batteries_beside_the_first_start_then_four_servers(
     tmp_path: Path,
 ) -> None:
-    calls = _run_plan(tmp_path, "closing")
-    measures, servers = _measures(calls)
-    assert servers == ["exact-spec", "exact-no-spec", "stock-spec", "stock-no-spec"]
-    assert calls[-4:] == measures
-    side = calls[:-4]
-    (warm,) = _warm_calls(side)
-    assert "--server exact-spec " in warm
+    side = _beside_first_start_then_four_servers(tmp_path, "closing")
     battery, golden = [c for c in side if "batteries.py" in c or "goldens.py" in c]  # one stream, in order
     assert "--tree patched --only gpu-parity-forced-reject " in battery and "--port 30000" in battery
     assert golden.endswith("check:loop-stages=patched") and "--build-id abc1234" in golden
     assert f"--golden-dir {tmp_path / 'camp' / 'res' / 'golden'}" in golden
-    log = (tmp_path / "camp" / "campaign.log").read_text()
-    assert log.index("phase C") < log.index("phase P") < log.index("stock-no-spec exit 0") < log.index("done")
 
 
 def test_the_finish_plan_warms_beside_one_battery_stream_then_measures_five_servers(tmp_path: Path) -> None:
