@@ -37,6 +37,7 @@ let
       "docs/evidence/perf-h200-2026-12-01-shipped-rule"
       "docs/evidence/perf-h200-2026-12-02-reuse"
       "docs/evidence/perf-h200-2026-12-02-targets"
+      "docs/evidence/perf-h200-2026-12-03-closing"
       "docs/evidence/perf-h200-2026-12-03-loop-stages"
       "docs/evidence/perf-h200-2026-12-03-prefill640"
       "docs/evidence/radix-h200-2026-12-02"

@@ -1,5 +1,5 @@
 """The H200 evidence behind patch 0003's KV tile loop at 3 stages (2026-12-03; docs/kernels.md and
-docs/performance.md read it).
+the run's results.md read it).
 
 - The prefetch bench (docs/evidence/attn-prefetch-h200-2026-12-03): every variant's decode and verify
   output was bit-equal to SGLang's decode in every case, and kernels.md's table is its figures.

@@ -29,6 +29,7 @@ def test_every_run_is_here() -> None:
         "perf-h200-2026-12-01-shipped-rule",
         "perf-h200-2026-12-02-reuse",
         "perf-h200-2026-12-02-targets",
+        "perf-h200-2026-12-03-closing",
         "perf-h200-2026-12-03-loop-stages",
         "perf-h200-2026-12-03-prefill640",
     ]
@@ -118,27 +119,39 @@ def test_every_server_ran_what_its_name_says(evidence: Path) -> None:
         assert run_json["variant"] == spec.variant and run_json["tree"] == spec.tree, name
 
 
-CURRENT = REPO / "docs" / "evidence" / "perf-h200-2026-12-02-targets"
-# the no-spec servers at 640 and 2200 tokens with 0003's tile loop at 3 stages: a complement the page holds
-# beside CURRENT
-LOOP_STAGES = REPO / "docs" / "evidence" / "perf-h200-2026-12-03-loop-stages"
+CURRENT = REPO / "docs" / "evidence" / "perf-h200-2026-12-03-closing"
+# the prompt lengths each run's bench measured (the prefix-reuse run has no bench)
+LENGTHS = {
+    "perf-h200-2026-11-30": 4,
+    "perf-h200-2026-12-01": 3,
+    "perf-h200-2026-12-01-long-context": 4,
+    "perf-h200-2026-12-01-shipped-rule": 4,
+    "perf-h200-2026-12-02-targets": 4,
+    "perf-h200-2026-12-03-closing": 4,
+    "perf-h200-2026-12-03-loop-stages": 2,
+    "perf-h200-2026-12-03-prefill640": 1,
+}
+
+
+def test_every_run_with_a_bench_has_its_lengths_said() -> None:
+    assert sorted(LENGTHS) == [e.name for e in RUNS if (e / "summary.md").read_text().startswith("## Decode")]
 
 
 @pytest.mark.parametrize(
     ("evidence", "lengths"),
-    [(RUNS[0], 4), (RUNS[1], 3), (RUNS[2], 4), (RUNS[3], 4), (RUNS[5], 4), (RUNS[6], 2), (RUNS[7], 1)],
+    [(e, LENGTHS[e.name]) for e in RUNS if e.name in LENGTHS],
     ids=lambda v: getattr(v, "name", v),
 )
 def test_the_page_holds_the_measured_tables(evidence: Path, lengths: int) -> None:
     """The current run's tables on docs/performance.md, an earlier run's on its own results.md."""
-    page = (PAGE if evidence in (CURRENT, LOOP_STAGES) else evidence / "results.md").read_text()
+    page = (PAGE if evidence == CURRENT else evidence / "results.md").read_text()
     summary = (evidence / "summary.md").read_text()
     tables = [line for line in summary.splitlines() if line.startswith("| ")]
     first = summary.split("\n\n- ")[0]  # the decode and TTFT table, before the servers' notes
     bench_rows = [
         line for line in first.splitlines() if line.startswith("| ") and line.split("|")[1].strip().isdigit()
     ]
-    assert len(bench_rows) == lengths  # 640, 2200, 32768 (and 131072 on 2026-11-30); fewer on 2026-12-03
+    assert len(bench_rows) == lengths  # 640, 2200, 32768 and 131072 at most; LENGTHS says how many
     for line in bench_rows + [line for line in tables if line.startswith("| **total**")]:
         assert line in page, f"{evidence.name}: its page lacks the measured row: {line}"
     assert "not yet measured" not in page.lower()

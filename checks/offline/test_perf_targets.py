@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-CURRENT = REPO / "docs" / "evidence" / "perf-h200-2026-12-02-targets"
+CURRENT = REPO / "docs" / "evidence" / "perf-h200-2026-12-03-closing"
 sys.path.insert(0, str(REPO / "bench" / "perf"))
 import targets  # noqa: E402
 
