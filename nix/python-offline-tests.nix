@@ -7,6 +7,7 @@ let
     root = ../.;
     name = "python-offline-tests-source";
     include = [
+      "README.md"
       "checks/conftest.py"
       "checks/golden/h200/e2e-tiny-hybrid.json"
       "checks/golden/h200/e2e-tiny-hybrid-long.json"
@@ -25,6 +26,7 @@ let
       "docs/evidence/attn-prefetch-h200-2026-12-03"
       "docs/evidence/batteries-h200-2026-12-03"
       "docs/evidence/capacity-h200-2026-12-03"
+      "docs/evidence/closing-h200-2026-12-03"
       "docs/evidence/e2e-h200-2026-11-30/patched/server-no-spec.head.log"
       "docs/evidence/e2e-h200-2026-11-30/patched/server-recipe.head.log"
       "docs/evidence/exact-gemm-h200-2026-12-01/exact-gemm-sm90-132sm-60mib.json"
