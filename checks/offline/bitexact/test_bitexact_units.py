@@ -128,6 +128,40 @@ def test_result_store_skips_torn_line_and_other_runs(tmp_path, prompt_file):
     assert list(store.load(prompts)) == ["p0"]
 
 
+class _InterruptedAfter(ResultStore):
+    """A Ctrl-C that lands right after the `after`-th result reached the file, before the runner
+    counted it: the moment a real SIGINT hit under load (test_bitexact_transport, 2026-12-03)."""
+
+    def __init__(self, path, key, after):
+        super().__init__(path, key)
+        self.after, self.appended = after, 0
+
+    def append(self, prompt, generation):
+        super().append(prompt, generation)
+        self.appended += 1
+        if self.appended == self.after:
+            raise KeyboardInterrupt
+
+
+class _ListEngine:
+    group_size = 6
+
+    def generate(self, prompts, settings):
+        return iter([Generation(p.id, [5], [-0.5], [[(5, -0.5)]]) for p in prompts])
+
+
+def test_an_interrupt_reports_what_the_file_holds(tmp_path, prompt_file, capsys):
+    from bitexact.engines.base import Settings
+    from bitexact.runner import run_battery
+
+    prompts = load_prompts(prompt_file)
+    store = _InterruptedAfter(tmp_path / "r.jsonl", {"engine": "x"}, after=3)
+    with pytest.raises(KeyboardInterrupt):
+        run_battery(_ListEngine(), prompts, Settings(max_new_tokens=1, top_logprobs=1), store, "A")
+    assert len(store.load(prompts)) == 3
+    assert f"interrupted; 3/{len(prompts)} results kept in {store.path}" in capsys.readouterr().err
+
+
 def test_exit_codes_for_usage_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["parity"])

@@ -105,6 +105,18 @@ def run_battery(
         bar.advance(1)
 
     where = f" in {store.path}" if store else ""
+
+    def kept() -> int:
+        """What a rerun resumes from: the store as written, not `done`, which a Ctrl-C between a
+        result's append and its entry in `done` leaves one short."""
+        if store is None:
+            return len(done)
+        try:
+            stored = store.load(prompts)
+        except OSError:
+            return len(done)
+        return sum(problem(generation, settings) is None for generation in stored.values())
+
     bar.watch(STALL_S)
     try:
         for group in groups or groups_of(prompts, max(engine.group_size, 1)):
@@ -122,7 +134,7 @@ def run_battery(
     except KeyboardInterrupt:
         bar.stop()
         print(
-            f"\nbitexact: {label}: interrupted; {len(done)}/{len(prompts)} results kept{where}; "
+            f"\nbitexact: {label}: interrupted; {kept()}/{len(prompts)} results kept{where}; "
             "rerun the same command to resume",
             file=sys.stderr,
         )
@@ -131,7 +143,7 @@ def run_battery(
         bar.stop()
         rerun = "rerun the same command to resume" if store else "rerun"
         raise EngineError(
-            f"{label}: {exc}\nstopped: {len(done)}/{len(prompts)} results kept{where}; {rerun}"
+            f"{label}: {exc}\nstopped: {kept()}/{len(prompts)} results kept{where}; {rerun}"
         ) from exc
     finally:
         bar.stop()
