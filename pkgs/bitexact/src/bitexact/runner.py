@@ -113,7 +113,7 @@ def run_battery(
             return len(done)
         try:
             stored = store.load(prompts)
-        except OSError:
+        except Exception:  # a report must not replace the interrupt or error it reports
             return len(done)
         return sum(problem(generation, settings) is None for generation in stored.values())
 
