@@ -11,6 +11,7 @@ back-to-back replays. Geometry and rig as in test_gdn_verify.py; draft length 8 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 from collections.abc import Callable
@@ -21,6 +22,10 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1] / "checks" / "gpu")]  # + checks/gpu (sglang_tree)
 
 import sglang_tree  # noqa: E402
+
+# The stock backend for comparison is the tree's file with the series taken off (checks/gpu/series.py),
+# which reads the series from the runner's variable: this checkout's, unless one is named.
+os.environ.setdefault("BITEXACT_SGLANG_SERIES", str(HERE.parents[1] / "patches" / "sglang"))
 
 
 def capture(run: Callable[[], Any]) -> Any:

@@ -13,7 +13,9 @@ Two steps:
 - `patched/`: the sglang 0.5.20 wheel unpacked, our series applied (`patch -p2 --fuzz=0`, name order),
   and the preflight's content manifest written (exactlaunch.manifest);
 - `stock/`: the same wheel as released, the control;
-- `deps/`: everything else (`pip install --no-index --no-deps --target`), at uv.lock's versions where
+- `deps/`: everything else (`pip install --no-index --no-deps --target`), and this checkout's launcher,
+  bitexact and runner (pkgs/server, pkgs/bitexact, pkgs/gpu-checks: copied again on every build), at
+  uv.lock's versions where
   the host's torch allows: sglang-kernel is 0.4.5, not the lock's 0.4.7, because 0.4.7's
   `sm90/common_ops.abi3.so` is built for torch 2.13 and does not load on the host's torch 2.11 (0.4.5
   is the release SGLang 0.5.17 paired with torch 2.11); only its Python files and `sm90/` travel
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -87,6 +90,8 @@ FROM_LOCK = (
     "uvicorn",
     "xgrammar",
 )
+# What the runner's kernel phase needs on a host whose Python lacks it: pytest (the offline suite's version).
+HOST_TOOLS = ("pytest==8.4.2", "pluggy==1.6.0", "iniconfig==2.1.0")
 # Wheels that carry build-time files nothing imports: the suffixes dropped by `fetch`.
 SLIM = {"xgrammar-*.whl": (".a",)}
 PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in range(17, 40)] + ["manylinux2014_x86_64", "manylinux1_x86_64"]
@@ -168,6 +173,8 @@ def fetch(dest: Path) -> int:
     pip_download("==".join(SGLANG), dest)
     for name in FROM_LOCK:
         pip_download(f"{name}=={versions[name]}", dest)
+    for spec in HOST_TOOLS:
+        pip_download(spec, dest)
     for pattern, drop in SLIM.items():
         # build-time payload, e.g. xgrammar's 65 MB static library beside the bindings it was linked into
         wheel = find_one([dest], pattern)
@@ -267,6 +274,27 @@ def missing_modules(work: Path, tree: str) -> list[str]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+# The project's own packages the GPU host runs (pure Python, no entry point used): the launcher and gpuhost,
+# bitexact, and the runner, each {package folder under src/: its project}.
+PRODUCT = {
+    "exactlaunch": "pkgs/server",
+    "gpuhost": "pkgs/server",
+    "bitexact": "pkgs/bitexact",
+    "gpuchecks": "pkgs/gpu-checks",
+}
+
+
+def install_product(deps: Path) -> None:
+    """This checkout's packages into `deps` on every build, never a stale copy from an earlier call: copied
+    as they are (pure Python; the host needs no build backend), the previous copy removed first. They run
+    as `python -m gpuchecks`, `python -m bitexact` and `python -m exactlaunch.cli`."""
+    for package, project in PRODUCT.items():
+        dest = deps / package
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(REPO / project / "src" / package, dest, ignore=shutil.ignore_patterns("__pycache__"))
+
+
 def build(wheel_dirs: list[Path], work: Path) -> int:
     work.mkdir(parents=True, exist_ok=True)
     sglang_wheel = find_one(wheel_dirs, "sglang-0.5.20-cp312-*.whl")
@@ -292,6 +320,7 @@ def build(wheel_dirs: list[Path], work: Path) -> int:
         with zipfile.ZipFile(find_one(wheel_dirs, SLIM_KERNEL)) as archive:
             archive.extractall(deps)
         apply(REPO / "patches" / "deep-gemm" / "0001-sm120-fence.patch", deps, 1)
+    install_product(deps)
     report: dict[str, object] = {}
     for tree in ("patched", "stock"):
         report[tree] = missing_modules(work, tree)

@@ -1,9 +1,11 @@
 """GPU kernel checks: run on a CUDA card against an unpacked, patched sglang tree, skip elsewhere.
 
-`BITEXACT_SGLANG_TREE` names the site-packages directory that holds the patched `sglang/`. Every test
-here is skipped, with the reason, when torch or triton is missing, CUDA is unavailable, or the tree is
-absent or unpatched; test modules import torch and sglang only inside fixtures and tests, so they
-collect on a CPU machine without either.
+`BITEXACT_SGLANG_TREE` names the site-packages directory that holds the patched `sglang/`, and
+`BITEXACT_SGLANG_SERIES` the patch series (checks_inputs.py). Every test here is skipped, with the reason,
+when torch or triton is missing, CUDA is unavailable, or the tree is absent or unpatched; test modules
+import torch and sglang only inside fixtures and tests, so they collect on a CPU machine without either.
+On a card, the runner (`bitexact-gpu-checks run`) selects what applies by the markers below and fails a
+selected test that skips.
 """
 
 from __future__ import annotations
@@ -29,6 +31,16 @@ def gpu_skip_reason() -> str | None:
     if not torch.cuda.is_available():
         return "CUDA is not available (GPU checks need a CUDA card)"
     return sglang_tree.tree_problem(sglang_tree.tree_from_env())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # What a check needs, declared; the runner (gpuchecks.selection) selects by it on a card.
+    config.addinivalue_line(
+        "markers", "capability(*versions): the compute capabilities a kernel check applies to (e.g. '9.0')"
+    )
+    config.addinivalue_line(
+        "markers", "host_feature(*names): host features a kernel check needs (gpuchecks.host.FEATURES)"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -11,7 +11,6 @@ the same inputs. Import only after `sglang_tree.install`.
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 import tempfile
@@ -21,12 +20,14 @@ from types import ModuleType
 
 import torch
 
-# The series: from the checkout, or where the Nix check puts it (its copy of checks/gpu has no ../patches).
-SERIES = Path(
-    os.environ.get("BITEXACT_SGLANG_SERIES") or Path(__file__).resolve().parents[2] / "patches" / "sglang"
-)
-UNIFIED_PATCH = SERIES / "0006-unified-extend-attention.patch"
 KERNEL = Path("kernels") / "ops" / "attention" / "extend_attention.py"
+
+
+def unified_patch() -> Path:
+    """0006 from the series the runner names (series.py: never a path beside this file)."""
+    import series
+
+    return series.patch_named("0006-")
 
 
 def stock_unified_module(tree_sglang: Path) -> ModuleType:
@@ -36,7 +37,7 @@ def stock_unified_module(tree_sglang: Path) -> ModuleType:
     copy.parent.mkdir(parents=True)
     copy.write_bytes((tree_sglang / KERNEL).read_bytes())
     done = subprocess.run(
-        ["patch", "-R", "-f", "--fuzz=0", "-p1", "-d", str(work), "-i", str(UNIFIED_PATCH)],
+        ["patch", "-R", "-f", "--fuzz=0", "-p1", "-d", str(work), "-i", str(unified_patch())],
         capture_output=True,
         text=True,
     )

@@ -20,11 +20,12 @@ import sys
 import types
 from pathlib import Path
 
+# The launcher's content manifest (standard library only), as installed beside the tree's dependencies:
+# the kernel checks run from a copy outside any checkout (the flake's sandbox has only the copy).
+from exactlaunch import manifest
+
 TREE_ENV = "BITEXACT_SGLANG_TREE"
 MARKER = Path("sglang") / "srt" / "bitexact_patches.py"
-# The launcher's content manifest (standard library only), from this checkout.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "pkgs" / "server" / "src"))
-from exactlaunch import manifest  # noqa: E402
 
 # Third-party packages that SGLang's module-level imports reach on the way to the attention backend
 # and batch_invariant_ops. Each is placeheld only if it is not installed; installed ones are real.

@@ -9,14 +9,14 @@ that need a whole ModelRunner are bypassed with `object.__new__`; the methods un
 the attributes set here. Geometry: Qwen3.8-27B's GDN layers (16 key heads and 48 value heads of
 128, conv width 4), bf16 activations and conv state, fp32 SSM state (`--mamba-ssm-dtype float32`).
 
-The stock verify for comparison is the tree's own `gdn_backend.py` with this patch's hunks taken
-out again (read from patches/sglang/0002-exact-gdn-verify.patch), so "exact mode off leaves the stock
-path unchanged" is checked against the unpatched code, not against a re-implementation.
+The stock verify for comparison is the tree's own `gdn_backend.py` as released: every patch of the series
+that touches it (0002, 0007) taken off again with GNU patch (checks/gpu/series.py, the series from the
+runner's inputs), so "exact mode off leaves the stock path unchanged" is checked against the unpatched
+code, not against a re-implementation.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 import types
 from dataclasses import dataclass
@@ -25,9 +25,7 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-PATCH = REPO / "patches" / "sglang" / "0002-exact-gdn-verify.patch"
-GDN_BACKEND = "python/sglang/srt/layers/attention/linear/gdn_backend.py"
+GDN_BACKEND = "sglang/srt/layers/attention/linear/gdn_backend.py"
 
 H, K, HV, V, WIDTH = 16, 128, 48, 128, 4  # Qwen3.8-27B GDN: key heads, key dim, value heads, value dim
 QKV_DIM = 2 * H * K + HV * V
@@ -35,35 +33,16 @@ T_ALLOC = 9  # draft steps the pool's intermediate buffers hold (runtime T may b
 ACT_DTYPE = "bfloat16"  # activations, weights and conv state; the SSM state is fp32
 
 
-def patch_hunks(patch_text: str, path: str) -> list[tuple[str, str]]:
-    """(old, new) text of every hunk that `patch_text` (a git diff) applies to `path`."""
-    for section in re.split(r"^diff --git ", patch_text, flags=re.M):
-        if not section.startswith(f"a/{path} "):
-            continue
-        hunks = []
-        for body in re.split(r"^@@ [^\n]*\n", section, flags=re.M)[1:]:
-            old, new = [], []
-            for line in body.splitlines(keepends=True):
-                tag, text = line[:1], line[1:]
-                if tag in (" ", "-"):
-                    old.append(text)
-                if tag in (" ", "+"):
-                    new.append(text)
-            hunks.append(("".join(old), "".join(new)))
-        return hunks
-    raise AssertionError(f"{PATCH.name} does not touch {path}")
-
-
 def load_stock_gdn_backend(tree: Path) -> types.ModuleType:
-    """The tree's gdn_backend.py with patch 0002 reverted, as a module of its own."""
-    source = (tree / GDN_BACKEND.removeprefix("python/")).read_text()
-    for old, new in patch_hunks(PATCH.read_text(), GDN_BACKEND):
-        assert source.count(new) == 1, "patched gdn_backend.py does not hold 0002's hunk exactly once"
-        source = source.replace(new, old)
-    assert "exact_verify" not in source
+    """The tree's gdn_backend.py as released (every patch of the series that touches it taken off again),
+    as a module of its own."""
+    import series
+
+    source = series.released_source(tree, GDN_BACKEND)
+    assert "exact_verify" not in source, "the released gdn_backend.py names our exact_verify module"
     name = "sglang.srt.layers.attention.linear.stock_gdn_backend"
     module = types.ModuleType(name)
-    module.__file__ = f"<stock {GDN_BACKEND}>"
+    module.__file__ = f"<released {GDN_BACKEND}>"
     sys.modules[name] = module
     exec(compile(source, module.__file__, "exec"), module.__dict__)
     return module

@@ -6,10 +6,11 @@ Shapes and rules are those of the public upstream test for the route: (N, K) = (
 What runs where: the route kernel and its batch invariance run on any CUDA card. The dispatch checks call
 the real `_matmul_persistent_deepgemm` (the function the hook sits in, reached only through the tree's
 own DeepGEMM eligibility test) and the real `matmul_persistent`; on a card other than SM120/121 they
-monkeypatch `small_m_route.device_capability`, the SM capability query, and nothing else. Without the
-deep_gemm package (Hopper here) a GEMM that leaves the route reaches the DeepGEMM call and fails there
-with NameError('deep_gemm'): that failure is the observable proof that it took the DeepGEMM path.
-Equality with DeepGEMM needs an SM120/121 card with deep_gemm installed and is skipped elsewhere.
+monkeypatch `small_m_route.device_capability`, the SM capability query, and nothing else. A GEMM that
+leaves the route reaches the DeepGEMM call, shown by a sentinel standing where `deep_gemm` would be. The
+checks that run DeepGEMM itself declare the host feature `deepgemm-runs` (the runner probes it), and
+equality with DeepGEMM the SM120/121 capability as well: elsewhere the runner lists them as not
+applicable, with the reason.
 
 Configs: the route's tile and launch choice (small_m_tiles) can return any of the small-M sweep's candidates
 (checks/gpu/smallm_plan.py). Each of them, and the choice the route makes on this card, must give the bits of
@@ -158,27 +159,50 @@ def _route_off(mods, monkeypatch: pytest.MonkeyPatch, fn, *args):  # noqa: ANN00
         monkeypatch.setenv(mods.route.SMALL_M_ENV, str(CAP))
 
 
+class _DeepGemmCalled(RuntimeError):
+    pass
+
+
+class _DeepGemmSentinel:
+    """Stands where the `deep_gemm` module would be: any use of it shows that a GEMM went there."""
+
+    def __getattr__(self, name: str) -> object:
+        raise _DeepGemmCalled(f"deep_gemm.{name}")
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
 def test_dispatch_inside_deepgemm_path(
     mods, sm120, monkeypatch: pytest.MonkeyPatch, shape: tuple[int, int]
 ) -> None:
-    """M <= cap bf16 -> route (+bias after); M > cap or fp32 output -> DeepGEMM."""
+    """M <= cap bf16 -> route (+bias after); M > cap or fp32 output -> the DeepGEMM call, shown by a
+    sentinel where the `deep_gemm` module stands (so this runs where DeepGEMM cannot)."""
     import torch
 
+    monkeypatch.setattr(mods.bio, "deep_gemm", _DeepGemmSentinel(), raising=False)
     a17, b, bias = _operands(*shape, m=CAP + 1)
     for m in (1, 7, CAP):
         a = a17[:m].contiguous()
         got = mods.bio._matmul_persistent_deepgemm(a, b, torch.bfloat16, bias)
         assert torch.equal(got, mods.route.small_m_matmul(a, b, bias=bias)), f"M={m} did not take the route"
-    leaving = [(a17, torch.bfloat16), (a17[:4].contiguous(), torch.float32)]  # M = cap + 1; fp32 output
-    for a, out_dtype in leaving:
-        if _deepgemm_available(mods):
-            got = mods.bio._matmul_persistent_deepgemm(a, b, out_dtype, bias)
-            want = _route_off(mods, monkeypatch, mods.bio._matmul_persistent_deepgemm, a, b, out_dtype, bias)
-            assert torch.equal(got, want), f"M={a.shape[0]}, {out_dtype}: not DeepGEMM's result"
-        else:
-            with pytest.raises(NameError, match="deep_gemm"):
-                mods.bio._matmul_persistent_deepgemm(a, b, out_dtype, bias)
+    for a, out_dtype in [(a17, torch.bfloat16), (a17[:4].contiguous(), torch.float32)]:  # M = cap + 1; fp32
+        with pytest.raises(_DeepGemmCalled):
+            mods.bio._matmul_persistent_deepgemm(a, b, out_dtype, bias)
+
+
+@pytest.mark.host_feature("deepgemm-runs")
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
+def test_leaving_the_route_gives_deepgemms_result(
+    mods, sm120, monkeypatch: pytest.MonkeyPatch, shape: tuple[int, int]
+) -> None:
+    """Where DeepGEMM runs: a GEMM past the cap, or with fp32 output, is DeepGEMM's own result."""
+    import torch
+
+    assert _deepgemm_available(mods), "the runner found DeepGEMM running, but the tree did not import it"
+    a17, b, bias = _operands(*shape, m=CAP + 1)
+    for a, out_dtype in [(a17, torch.bfloat16), (a17[:4].contiguous(), torch.float32)]:
+        got = mods.bio._matmul_persistent_deepgemm(a, b, out_dtype, bias)
+        want = _route_off(mods, monkeypatch, mods.bio._matmul_persistent_deepgemm, a, b, out_dtype, bias)
+        assert torch.equal(got, want), f"M={a.shape[0]}, {out_dtype}: not DeepGEMM's result"
 
 
 def test_dispatch_needs_cap_and_sm120(mods, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -199,43 +223,60 @@ def test_dispatch_needs_cap_and_sm120(mods, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
-def test_matmul_persistent_follows_tree_eligibility(
+def test_matmul_persistent_without_deepgemm(
     mods, sm120, monkeypatch: pytest.MonkeyPatch, shape: tuple[int, int]
 ) -> None:
-    """The real entry point, M = 1..17. Where the tree's test says "no DeepGEMM" (no deep_gemm here) the
-    route is never taken: persistent Triton for every M. Where it says DeepGEMM: the route up to the cap,
-    DeepGEMM above it; on a real SM120/121 card row 0 must then be the same for every M."""
+    """The real entry point, M = 1..17, with the tree's DeepGEMM switch off (a tree without deep_gemm, and
+    the servers of a host where DeepGEMM does not run): the route is never taken, persistent Triton for
+    every M, and row 0 the same for every M."""
     import torch
 
+    monkeypatch.setattr(mods.bio, "ENABLE_JIT_DEEPGEMM", False)
     a17, b, bias = _operands(*shape, m=CAP + 1)
-    deepgemm = _deepgemm_available(mods)
     row0 = None
     for m in range(1, CAP + 2):
         a = a17[:m].contiguous()
         got = mods.bio.matmul_persistent(a, b, bias=bias)
-        if not deepgemm:
-            assert torch.equal(got, mods.bio._matmul_persistent_triton(a, b, torch.bfloat16, bias))
-        elif m <= CAP:
+        assert torch.equal(got, mods.bio._matmul_persistent_triton(a, b, torch.bfloat16, bias))
+        row0 = got[0] if row0 is None else row0
+        assert torch.equal(got[0], row0), f"row 0 flips at M={m}"
+
+
+@pytest.mark.host_feature("deepgemm-runs")
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
+def test_matmul_persistent_with_deepgemm(
+    mods, sm120, monkeypatch: pytest.MonkeyPatch, shape: tuple[int, int]
+) -> None:
+    """The real entry point, M = 1..17, where DeepGEMM runs: the route up to the cap, DeepGEMM above it; on
+    a real SM120/121 card row 0 must then be the same for every M."""
+    import torch
+
+    assert _deepgemm_available(mods), "the runner found DeepGEMM running, but the tree did not import it"
+    a17, b, bias = _operands(*shape, m=CAP + 1)
+    row0 = None
+    for m in range(1, CAP + 2):
+        a = a17[:m].contiguous()
+        got = mods.bio.matmul_persistent(a, b, bias=bias)
+        if m <= CAP:
             assert torch.equal(got, mods.route.small_m_matmul(a, b, bias=bias)), f"M={m} missed the route"
         else:
             want = _route_off(mods, monkeypatch, mods.bio.matmul_persistent, a, b, bias)
             assert torch.equal(got, want), f"M={m} did not go to DeepGEMM"
-        if not deepgemm or sm120 in mods.route.ROUTED_CAPABILITIES:
+        if sm120 in mods.route.ROUTED_CAPABILITIES:
             row0 = got[0] if row0 is None else row0
             assert torch.equal(got[0], row0), f"row 0 flips at M={m}"
 
 
+@pytest.mark.capability("12.0", "12.1")
+@pytest.mark.host_feature("deepgemm-runs")
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"N{s[0]}_K{s[1]}")
 def test_route_equals_deepgemm_on_sm120(
     mods, monkeypatch: pytest.MonkeyPatch, shape: tuple[int, int]
 ) -> None:
     import torch
 
-    capability = mods.route.device_capability(0)
-    present = _deepgemm_available(mods)
-    if capability not in mods.route.ROUTED_CAPABILITIES or not present:
-        sm = f"sm{capability[0]}{capability[1]}"
-        pytest.skip(f"needs SM120/121 with deep_gemm (this card: {sm}, deep_gemm present: {present})")
+    assert mods.route.device_capability(0) in mods.route.ROUTED_CAPABILITIES
+    assert _deepgemm_available(mods), "the runner found DeepGEMM running, but the tree did not import it"
     monkeypatch.setenv(mods.route.SMALL_M_ENV, str(CAP))
     a17, b, bias = _operands(*shape, m=CAP + 1)
     for m in range(1, CAP + 1):

@@ -26,9 +26,59 @@
 # shared prefix) taken from the cache, and compares the answers bit for bit. It refuses (exit 2) a warm
 # pass in which any answer shows no cache hits (SGLang's meta_info.cached_tokens) and a cold pass in which
 # any shows some, so none of these batteries can pass with the cache off or not hitting.
+#
+# What runs them is one program, `bitexact-gpu-checks run` (pkgs/gpu-checks), reading `plan recipe` as
+# JSON: in the flake's GPU check (nix/gpu-checks-build.nix) and on a GPU host without Nix alike. Each
+# battery also states what the released (stock) tree must do with it (`stock`: "differs", "passes" or
+# "not-run"; the runner checks it on the stock tree), and `plan` adds to every step how many tokens each
+# command's longest request holds at least (`commandNeeds`, from its --long and --shared-prefix lengths;
+# the runner leaves out, with the reason, a command the server it starts cannot hold on the card).
 let
   # The author's receipts: 24 prompts (the shipped battery), 3 long prompts up to 128k, 1200 repeats.
   longLengths = "16k,64k,128k";
+  # What bitexact answers per prompt (its default --max-new-tokens), in tokens.
+  newTokens = 64;
+
+  # A length as bitexact reads it ("128k" = 131072, "1237"), and the longest of a comma-separated list.
+  tokensOf =
+    text:
+    let
+      k = builtins.match "([0-9]+)k" text;
+    in
+    if k != null then 1024 * builtins.fromJSON (builtins.head k) else builtins.fromJSON text;
+  longestOf =
+    text: builtins.foldl' (a: b: if a > b then a else b) 0 (map tokensOf (builtins.filter builtins.isString (builtins.split "," text)));
+  # The option's value in a command, or null.
+  valueOf =
+    option: command:
+    let
+      at = builtins.filter (i: builtins.elemAt command i == option) (builtins.genList (i: i) (builtins.length command));
+    in
+    if at == [ ] then null else builtins.elemAt command (builtins.head at + 1);
+  # At least how many tokens one request of the command holds (null: nothing long): its longest --long
+  # prompt, or its --shared-prefix, plus the answer.
+  needsOf =
+    command:
+    let
+      long = valueOf "--long" command;
+      prefix = valueOf "--shared-prefix" command;
+    in
+    if long != null then
+      longestOf long + newTokens
+    else if prefix != null then
+      tokensOf prefix + newTokens
+    else
+      null;
+  # A command that compares with the long reference holds the long prompts too.
+  needsIn =
+    step: command:
+    let
+      own = needsOf command;
+      long =
+        builtins.elem "@REF_LONG@" command || ((step.reference or null) == "long" && builtins.elem "@REF@" command);
+    in
+    if own != null then own else if long then needsOf (builtins.head (reference true).commands) else null;
+  withNeeds = step: step // { commandNeeds = map (needsIn step) step.commands; };
   repeats = 50;
   capacityInflight = 32;
   # The capacity variants in the order the table shows them, with the server flag each changes (the
@@ -107,6 +157,7 @@ let
     variant = "radix";
     reference = null;
     radix = true;
+    stock = "not-run";
   } // attrs;
 
   radixBatteries =
@@ -115,11 +166,15 @@ let
       {
         name = "gpu-radix-cold-warm";
         what = "every prompt computed afresh, then twice from the cache (hits in every warm answer): equal bit for bit";
+        # The released tree's cache moved answers on the H200 (24/42 equal, docs/e2e.md).
+        stock = "differs";
         commands = [ (warmCommand "radix" "cold-warm" (plainPrompts ++ [ "--warm-passes" "2" ])) ];
       }
       {
         name = "gpu-radix-shared-prefix";
         what = "a shared prefix of ${sharedPrefix} tokens (aligned to no page, chunk or split size) cached, then different questions extending it: equal to each computed afresh";
+        # The released tree passed it on the H200 (24/24, docs/e2e.md): the prefix alone moves no bits there.
+        stock = "passes";
         commands = [ (warmCommand "radix" "shared-prefix" (sharedPrefixArgs sharedPrefix)) ];
       }
       {
@@ -280,6 +335,7 @@ let
       reference = "short";
       longReference = flag == "--chunked-prefill-size";
       capacity = flag;
+      stock = "not-run";
       commands = [
         (checkAgainstReference variant ++ [ "--inflight" (toString capacityInflight) ])
       ]
@@ -295,6 +351,7 @@ rec {
   inherit
     longLengths
     repeats
+    needsOf
     capacityInflight
     capacity
     sharedPrefix
@@ -366,6 +423,8 @@ rec {
         what = "speculation on (the recipe) equals speculation off, every token id and logprob";
         variant = "recipe";
         reference = "short";
+        # The released tree's verify differs from its decode (docs/e2e.md): speculation moves its answers.
+        stock = "differs";
         commands = [ (checkAgainstReference "recipe") ];
       }
       {
@@ -373,6 +432,7 @@ rec {
         what = "every draft rejected (verify and rollback on each step) still equals speculation off";
         variant = "forced-reject";
         reference = "short";
+        stock = "not-run";
         commands = [ (checkAgainstReference "forced-reject") ];
       }
       {
@@ -382,6 +442,7 @@ rec {
         what = "${toString inflight} requests in flight equal one at a time, which equals speculation off";
         variant = "recipe";
         reference = "short";
+        stock = "not-run";
         commands = [
           (checkAgainstReference "recipe")
           [
@@ -408,6 +469,7 @@ rec {
         what = "long prompts (${longLengths} tokens) with speculation equal speculation off";
         variant = "recipe";
         reference = "long";
+        stock = "not-run";
         commands = [ (checkAgainstReference "recipe") ];
       }
       {
@@ -415,6 +477,7 @@ rec {
         what = "${toString repeats} runs of every prompt, 8 in flight, give identical bits";
         variant = "recipe";
         reference = null;
+        stock = "not-run";
         commands = [
           [
             "bitexact"
@@ -435,6 +498,7 @@ rec {
         what = "the served bits equal this card's golden records (checks/golden/<card>/${recipe.name}.json and ${recipe.name}-long.json)";
         variant = "recipe";
         reference = null;
+        stock = "not-run";
         commands =
           let
             check = out: [
@@ -474,6 +538,39 @@ rec {
     ]
     ++ map capacityBattery capacity
     ++ radixBatteries inflight;
+
+  # The kernel checks (checks/gpu) as the plan's first step: the runner selects them by the card and host
+  # it reads (each check declares what it needs) and fails on a selected check that skips.
+  kernels = {
+    name = "gpu-kernels";
+    what = "the kernel checks on the built, patched SGLang, selected by card and host, none skipped";
+  };
+
+  # What `bitexact-gpu-checks run --plan` reads (builtins.toJSON of it): the flake writes it for the
+  # recipe it checks; a host without Nix reads the committed export (checks/plans/).
+  plan = recipe: {
+    schema = 1;
+    recipe = recipe.name;
+    inherit
+      kernels
+      goldenRecord
+      longLengths
+      repeats
+      ;
+    references = builtins.mapAttrs (_: withNeeds) references;
+    batteries = map withNeeds (batteries recipe);
+  };
+
+  # The names of the plan's steps in the order the runner lists them (`bitexact-gpu-checks steps`): the
+  # kernel step, the references, the batteries.
+  stepNames =
+    recipe:
+    [
+      kernels.name
+      references.short.name
+      references.long.name
+    ]
+    ++ map (b: b.name) (batteries recipe);
 
   # Fill the placeholders of a command.
   fill =

@@ -1,5 +1,5 @@
 """Who listens on a local TCP port, read from /proc (Linux): so that a server start fails when the port is
-taken, naming the holder, and a runner can prove that the server answering is the process it started (a
+taken, naming the holder, and the runner can prove that the server answering is the process it started (a
 server left behind by a run cut short once answered a later run of another tree)."""
 
 from __future__ import annotations

@@ -1,0 +1,5 @@
+import sys
+
+from gpuchecks.cli import main
+
+sys.exit(main())
