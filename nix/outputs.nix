@@ -76,6 +76,16 @@ let
 
   server = mkServer { };
 
+  # SGLang at the same commit as released, in the same closure: the GPU checks' stock tree.
+  mkStockServer =
+    args:
+    mkServer (
+      {
+        serverEnv = serverEnv.override { withSeries = false; };
+      }
+      // args
+    );
+
   packages = {
     server = guard missingForServer "server" server;
     sglang = guard missingForServer "sglang" serverEnv.pythonSet.sglang;
@@ -91,6 +101,8 @@ let
     # The bitexact tool, built for the server env's Python (the GPU checks load it into that venv):
     # the package takes `python3Packages`, which would otherwise be nixpkgs' default Python.
     bitexact = pkgs.callPackage ../pkgs/bitexact/default.nix { python3Packages = serverEnv.python.pkgs; };
+    # The GPU checks' runner, for the same Python (nix/gpu-checks.nix runs it in the server venv).
+    gpu-checks = pkgs.callPackage ../pkgs/gpu-checks/default.nix { python3Packages = serverEnv.python.pkgs; };
   }
   # The OCI images, the weights they bake, seed-weights and image-layer-sizes (images/default.nix).
   # image-dev bakes no weights, so only the server's pins gate it.
@@ -136,6 +148,7 @@ let
         blib
         recipe
         mkServer
+        mkStockServer
         packages
         ;
       inherit (serverEnv) python;

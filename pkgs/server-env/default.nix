@@ -1,7 +1,8 @@
 # The server's Python closure: the uv.lock beside this file as a pyproject.nix package set, wheels
 # only (the recipe's pip environment, same binaries), with
 #   - the CUDA fix-ups the wheels need in the store (./fixups.nix),
-#   - sglang built from the pinned git commit plus our patch series (../sglang),
+#   - sglang built from the pinned git commit plus our patch series (../sglang); with withSeries = false the
+#     commit as released (the GPU checks' stock tree: same closure, no series),
 #   - sgl-deep-gemm with the sm120 fence patched into its installed header (../deep-gemm).
 {
   lib,
@@ -15,6 +16,7 @@
   recipe,
   pinsDir,
   patchesDir,
+  withSeries ? true,
 }:
 let
   python = python312;
@@ -40,7 +42,7 @@ let
     sglang = final.callPackage ../sglang {
       locked = prev.sglang;
       inherit blib pinsDir;
-      patches = blib.patches.series (patchesDir + "/sglang");
+      patches = if withSeries then blib.patches.series (patchesDir + "/sglang") else [ ];
     };
     sgl-deep-gemm = final.callPackage ../deep-gemm {
       locked = prev.sgl-deep-gemm;

@@ -124,16 +124,20 @@ locked.overrideAttrs (old: {
 
   # The exact-mode preflight's content manifest (pkgs/server/src/exactlaunch/manifest.py): once the
   # writer has proved the whole series is applied, the sha256 of every file it touches, as installed.
-  postInstall = (old.postInstall or "") + ''
-    mkdir -p "$NIX_BUILD_TOP/bitexact-series"
-    ${lib.concatMapStrings (
-      p: "ln -s ${p} \"$NIX_BUILD_TOP/bitexact-series\"/${lib.escapeShellArg (baseNameOf p)}\n"
-    ) patches}
-    for site in "$out"/lib/python*/site-packages; do
-      ${pkgs.python3.interpreter} ${../server/src/exactlaunch/manifest.py} write "$site" \
-        --series "$NIX_BUILD_TOP/bitexact-series"
-    done
-  '';
+  # Without a series (the GPU checks' stock tree) there is nothing to prove and no manifest: the
+  # launcher's preflight refuses that tree, as it must.
+  postInstall =
+    (old.postInstall or "")
+    + lib.optionalString (patches != [ ]) ''
+      mkdir -p "$NIX_BUILD_TOP/bitexact-series"
+      ${lib.concatMapStrings (
+        p: "ln -s ${p} \"$NIX_BUILD_TOP/bitexact-series\"/${lib.escapeShellArg (baseNameOf p)}\n"
+      ) patches}
+      for site in "$out"/lib/python*/site-packages; do
+        ${pkgs.python3.interpreter} ${../server/src/exactlaunch/manifest.py} write "$site" \
+          --series "$NIX_BUILD_TOP/bitexact-series"
+      done
+    '';
 
   passthru = old.passthru // {
     inherit src cargoDeps patches;

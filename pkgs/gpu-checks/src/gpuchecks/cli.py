@@ -4,6 +4,7 @@
     bitexact-gpu-checks record --plan PLAN --recipe RECIPE --tree patched=DIR ... [-- --force]
     bitexact-gpu-checks steps --plan PLAN
     bitexact-gpu-checks summary OUT
+    bitexact-gpu-checks verdict OUT STEP
 
 `run` exits 0 when everything passed, 1 when something differs (or the stock tree did not do what the
 plan says), 2 for anything else, 130 when interrupted (what finished is kept; the same command resumes)."""
@@ -22,7 +23,7 @@ from typing import Any
 
 from gpuchecks import plan as plan_mod
 from gpuchecks.host import HostError, read_host
-from gpuchecks.results import Verdicts, overall_exit, summary_lines
+from gpuchecks.results import Verdicts, outcome, overall_exit, summary_lines
 from gpuchecks.run import Inputs, Run, RunError, install_signal_handlers, prepare_out
 from gpuchecks.trees import TREE_NAMES, Tree, TreeError, check_site, recipe_setting
 
@@ -197,6 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
     steps.add_argument("--plan", type=Path, required=True, action=Once)
     summary = sub.add_parser("summary", allow_abbrev=False, help="print the summary of a run's OUT folder")
     summary.add_argument("out", type=Path)
+    verdict = sub.add_parser(
+        "verdict", allow_abbrev=False,
+        help="one step's verdict in a run's OUT folder: 0 passed (or left out, with the reason), 1 differs, 2 error",
+    )  # fmt: skip
+    verdict.add_argument("out", type=Path)
+    verdict.add_argument("step")
     return parser
 
 
@@ -274,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.verb == "summary":
             return summary(args.out)
+        if args.verb == "verdict":
+            return step_verdict(args.out, args.step)
         return run_or_record(args, extra)
     except (plan_mod.PlanError, TreeError, RunError, HostError, ValueError) as error:
         return fail(str(error))
@@ -291,6 +300,22 @@ def summary(out: Path) -> int:
     for line in summary_lines(run, entries):
         print(line)
     return overall_exit(Verdicts(out).latest().values())
+
+
+def step_verdict(out: Path, step: str) -> int:
+    """A flake check's view of one step: every tree's latest verdict for it (the stock tree's checked
+    against the plan's expectation), printed; the worst decides."""
+    if not (out / "run.json").is_file():
+        return fail(f"{out}: no run.json: not a run's OUT folder")
+    entries = [e for (tree, name), e in Verdicts(out).latest().items() if name == step]
+    if not entries:
+        return fail(f"{out}: no verdict for step {step!r}: the run did not reach it (its log says why)")
+    for line in summary_lines({"out": str(out), "host_line": step}, entries)[1:-1]:
+        print(line)
+    words = {outcome(e) for e in entries}
+    if words <= {"LEFT-OUT"}:
+        return 0  # not applicable here, with the reason printed above
+    return overall_exit(entries)
 
 
 def run_or_record(args: argparse.Namespace, extra: list[str]) -> int:
