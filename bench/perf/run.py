@@ -20,7 +20,7 @@ dflash_utils.apply_dflash_simulated_acceptance: every verify step commits that m
 recipe variant's, and the server's meta_info must report it.
 
 Per server, each stage is written as it finishes and skipped on a rerun when its output exists:
-1. start (checks/e2e/batteries.py's Server; host settings as there) and wait for /health_generate;
+1. start (checks/e2e/lab_servers.py's Server; host settings as there) and wait for /health_generate;
 2. `meta.json`: one /generate's meta_info, checked (speculation at the stated length, or none);
 3. `bench.json` + `bench/`: `bitexact bench` at --lengths (single stream, decode t/s and time to first
    token; its JSONL resumes per length), then `bench-long.json` + `bench-long/` at --long-lengths with
@@ -65,10 +65,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(REPO / "checks" / "e2e"))
 sys.path.insert(0, str(HERE))
-import batteries  # noqa: E402  (checks/e2e/batteries.py: Server, host env, meta_sample)
 import breakdown  # noqa: E402
+import lab_servers  # noqa: E402  (the product runner's Server and trees, the lab's host settings)
 import prefill  # noqa: E402
 import reuse  # noqa: E402
 import target_estimate  # noqa: E402
@@ -314,7 +313,7 @@ def bench(
             done = subprocess.run(
                 command,
                 cwd=REPO,
-                env=batteries.base_env(args.work, spec.tree, RECIPE),
+                env=lab_servers.base_env(args.work, spec.tree, RECIPE),
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 text=True,
@@ -470,20 +469,20 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
     timings.pop("server_restarts", None)  # an earlier call's start, not this one's
     log(f"{spec.name}: starting ({spec.tree} tree, variant {spec.variant})")
     try:
-        server = batteries.Server(args.work, spec.tree, spec.variant, args.port, out / "server.log", RECIPE)
-    except subprocess.CalledProcessError as error:
-        raise RunError(f"{spec.name}: the launcher could not print the command: {error.stderr}") from None
-    except batteries.PortTaken as error:
+        server = lab_servers.Server(args.work, spec.tree, spec.variant, args.port, out / "server.log", RECIPE)
+    except ValueError as error:  # gpuchecks.trees.TreeError: the launcher could not print the command
+        raise RunError(f"{spec.name}: {error}") from None
+    except lab_servers.PortTaken as error:
         raise RunError(f"{spec.name}: {error}") from None
     try:
         try:
             timings["ready_s"] = round(server.wait_ready(args.start_timeout), 1)
         except RuntimeError as error:
             raise RunError(f"{spec.name}: {error}") from None
-        if server.restarts:  # its pool-sizing failures before it started (batteries.Server)
+        if server.restarts:  # its pool-sizing failures before it started (lab_servers.Server)
             timings["server_restarts"] = server.restarts
         log(f"{spec.name}: ready after {timings['ready_s']} s")
-        meta = check_meta(spec, batteries.meta_sample(args.port, list(range(300, 340)), max_new_tokens=128))
+        meta = check_meta(spec, lab_servers.meta_sample(args.port, list(range(300, 340)), max_new_tokens=128))
         (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
         log(f"{spec.name}: {meta['check']}")
         if not meta["ok"]:
@@ -565,13 +564,13 @@ def warm(args: argparse.Namespace) -> int:
     args.log.parent.mkdir(parents=True, exist_ok=True)
     recipe = RECIPE
     if args.mem_fraction_static is not None:
-        recipe = batteries.recipe_with_memory(
+        recipe = lab_servers.recipe_with_memory(
             RECIPE, args.mem_fraction_static, args.log.with_suffix(".recipe.json")
         )
     log(f"{spec.name}: warming ({spec.tree} tree, variant {spec.variant})")
     try:
-        server = batteries.Server(args.work, spec.tree, spec.variant, args.port, args.log, recipe)
-    except batteries.PortTaken as error:
+        server = lab_servers.Server(args.work, spec.tree, spec.variant, args.port, args.log, recipe)
+    except lab_servers.PortTaken as error:
         raise RunError(f"{spec.name}: {error}") from None
     try:
         ready = server.wait_ready(args.start_timeout)
@@ -892,7 +891,7 @@ def main(argv: list[str] | None = None) -> int:
         default=list(reuse.PREFIXES),
         help="the radix servers' shared prefixes, tokens, comma-separated (default 2048,32768)",
     )
-    m.add_argument("--port", type=int, default=batteries.PORT)
+    m.add_argument("--port", type=int, default=lab_servers.PORT)
     m.add_argument("--start-timeout", type=float, default=420.0)
     m.add_argument("--deadline-s", type=float, default=560.0, help="this call's time budget")
     m.add_argument("--out", type=Path, help="pack results here after every stage (the device tool's $OUT)")
@@ -901,7 +900,7 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--server", required=True, choices=list(SERVERS))
     w.add_argument("--log", type=Path, required=True, help="the server's log")
     w.add_argument("--mem-fraction-static", type=float, help="replace the recipe's (to share the card)")
-    w.add_argument("--port", type=int, default=batteries.PORT)
+    w.add_argument("--port", type=int, default=lab_servers.PORT)
     w.add_argument("--start-timeout", type=float, default=900.0)
     p = sub.add_parser("pack", help="copy results into $OUT within the device tool's limits")
     p.add_argument("--results", type=Path, required=True)

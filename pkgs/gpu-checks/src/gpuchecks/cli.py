@@ -14,34 +14,26 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
+from exactlaunch import values
+from exactlaunch.options import Once, strict_parser, typed
+
 from gpuchecks import plan as plan_mod
+from gpuchecks import ports
 from gpuchecks.host import HostError, read_host
 from gpuchecks.results import Verdicts, outcome, overall_exit, summary_lines
 from gpuchecks.run import Inputs, Run, RunError, install_signal_handlers, prepare_out
+from gpuchecks.servers import port_taken
 from gpuchecks.trees import TREE_NAMES, Tree, TreeError, check_site, recipe_setting
 
 PROG = "bitexact-gpu-checks"
 DEEPGEMM_OFF = ("SGLANG_ENABLE_JIT_DEEPGEMM", "0")
-
-
-class Once(argparse.Action):
-    """An option given twice is a usage error (argparse's default lets the last one win silently)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, value: Any,
-                 option_string: str | None = None) -> None:  # fmt: skip
-        seen: set[str] = getattr(namespace, "_once", set())
-        if self.dest in seen:
-            parser.error(f"{option_string} given twice: give it once")
-        seen.add(self.dest)
-        namespace._once = seen
-        setattr(namespace, self.dest, value)
 
 
 def pair(option: str) -> Any:
@@ -54,36 +46,25 @@ def pair(option: str) -> Any:
     return convert
 
 
-def port(text: str) -> int:
-    if not text.isdigit() or not 1024 <= int(text) <= 65000:
-        raise argparse.ArgumentTypeError(f"not a port from 1024 to 65000: {text!r}")
-    return int(text)
+# The launcher's own checks of a port and a memory fraction (exactlaunch.values), one place for all.
+port = typed(values.port)
+fraction = typed(values.fraction)
+_SECONDS = re.compile(r"[0-9]+(\.[0-9]*)?|\.[0-9]+")
+LANES_MAX = 8
 
 
-def positive(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 16:
-        raise argparse.ArgumentTypeError(f"not a whole number from 1 to 16: {text!r}")
-    return int(text)
-
-
-def fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"not a fraction between 0 and 1: {text!r}")
+def lanes(text: str) -> int:
+    value = values.count(text) if text.isascii() else 0
+    if not 1 <= value <= LANES_MAX:
+        raise argparse.ArgumentTypeError(f"not a number of lanes from 1 to {LANES_MAX}: {text!r}")
     return value
 
 
 def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value <= 7 * 86400:
+    """A finite, positive number of seconds in ASCII digits (not inf, nan, 1e9 or -1), at most a week."""
+    if not _SECONDS.fullmatch(text) or not 0 < float(text) <= 7 * 86400:
         raise argparse.ArgumentTypeError(f"not a number of seconds from 0 to a week: {text!r}")
-    return value
+    return float(text)
 
 
 def command(text: str) -> list[str]:
@@ -180,13 +161,13 @@ def _inputs(parser: argparse.ArgumentParser, kernels: bool) -> None:
             **once,
         )
         parser.add_argument(
-            "--lanes", type=positive, default=1, help="jobs side by side on one card (default 1)", **once
+            "--lanes", type=lanes, default=1, help="jobs side by side on one card (default 1)", **once
         )
         parser.add_argument("--only", help="comma-separated step names (default: the whole plan)", **once)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, allow_abbrev=False, description=__doc__.split("\n\n")[0])
+    parser = strict_parser(prog=PROG, description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="verb", required=True)
     run = sub.add_parser("run", allow_abbrev=False, help="run the whole plan on this card")
     _inputs(run, kernels=True)
@@ -200,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     summary.add_argument("out", type=Path)
     verdict = sub.add_parser(
         "verdict", allow_abbrev=False,
-        help="one step's verdict in a run's OUT folder: 0 passed (or left out, with the reason), 1 differs, 2 error",
+        help="one step's verdict in a run's OUT folder: 0 passed (or left out, with the reason), 1 differs, "
+        "2 error",
     )  # fmt: skip
     verdict.add_argument("out", type=Path)
     verdict.add_argument("step")
@@ -406,6 +388,9 @@ def run_or_record(args: argparse.Namespace, extra: list[str]) -> int:
         kernel_env=kernel_env,
         settings_notes=notes + driver_notes,
     )
+    for lane_port in range(args.port, args.port + lanes):  # before any verdict: no lane could start
+        if not ports.port_free(lane_port):
+            return fail(port_taken(lane_port))
     prepare_out(inputs, host, {"verb": args.verb, "server_env": server_env})
     print(f"{PROG}: {host.describe()}", file=sys.stderr)
     for note in inputs.settings_notes:

@@ -222,22 +222,24 @@ class Run:
         entry["seconds"] = round(time.monotonic() - started, 1)
         self.record(entry)
 
-    def reference_problem(self, tree: str, step: Step) -> tuple[str | None, bool]:
-        """(why STEP cannot run, whether that is a left-out rather than an error) from its references."""
-        latest = self.verdicts.latest()
+    def reference_problems(self, tree: str, step: Step) -> dict[str, tuple[str, bool]]:
+        """{reference kind: (why it is missing, whether that is a left-out rather than an error)} of the
+        references STEP needs."""
+        latest, problems = self.verdicts.latest(), {}
         for kind in step.references:
             ref = self.i.plan.references[kind]
             entry = latest.get((tree, ref.name))
             if entry is None:
-                return f"the {kind} reference ({ref.name}) has no verdict", False
-            if entry.get("exit") is None:
-                return f"needs the {kind} reference, which was left out: {entry.get('left_out')}", True
-            if entry.get("exit") != 0:
-                return (
-                    f"the {kind} reference could not be recorded ({ref.name}: exit {entry.get('exit')})",
-                    False,
+                problems[kind] = (f"the {kind} reference ({ref.name}) has no verdict", False)
+            elif entry.get("exit") is None:
+                problems[kind] = (
+                    f"needs the {kind} reference, which was left out: {entry.get('left_out')}",
+                    True,
                 )
-        return None, False
+            elif entry.get("exit") != 0:
+                why = f"the {kind} reference could not be recorded ({ref.name}: exit {entry.get('exit')})"
+                problems[kind] = (why, False)
+        return problems
 
     def run_group(self, job: Job, lane: int) -> None:
         tree = self.i.trees[job.tree]
@@ -246,15 +248,14 @@ class Run:
         for step in job.steps:
             if step not in pending:
                 log(f"{job.tree}/{step.name}: verdict already in {self.verdicts.path}, kept")
-        runnable = []
+        runnable: list[tuple[Step, dict[str, str]]] = []
         for step in pending:
-            why, left_out = self.reference_problem(job.tree, step)
-            if why is None:
-                runnable.append(step)
-            elif left_out:
-                self.record(self.step_entry(job.tree, step, exit=None, left_out=why))
-            else:
-                self.record(self.step_entry(job.tree, step, exit=2, error=why))
+            problems = self.reference_problems(job.tree, step)
+            errors = [why for why, left_out in problems.values() if not left_out]
+            if errors:
+                self.record(self.step_entry(job.tree, step, exit=2, error="; ".join(errors)))
+            else:  # a reference left out leaves out the commands that compare with it
+                runnable.append((step, {kind: why for kind, (why, _) in problems.items()}))
         if not runnable or self.stop.is_set():
             return
         port = self.i.port + lane
@@ -263,15 +264,15 @@ class Run:
         try:
             server = self.start(tree, job.variant or "", port, tree_out / f"server-{job.variant}.log")
         except (PortTaken, ServerFailed, TreeError) as error:
-            for step in runnable:
+            for step, _ in runnable:
                 self.record(self.step_entry(job.tree, step, exit=2, error=str(error)))
             return
         try:
             holds = self.server_capacity(server, tree_out, job.variant or "")
-            for step in runnable:
+            for step, missing in runnable:
                 if self.stop.is_set():
                     return
-                self.run_step(tree, step, port, info_path, server.restarts, holds)
+                self.run_step(tree, step, port, info_path, server.restarts, holds, missing)
         finally:
             server.stop()
             self._release(server)
@@ -311,8 +312,15 @@ class Run:
             return None
         return capacity(info)
 
-    def too_long(self, step: Step, at: int, holds: int | None) -> str | None:
-        """Why command AT of STEP cannot run on this server (None: it can, or nothing says otherwise)."""
+    def left_out(self, step: Step, at: int, holds: int | None, missing: dict[str, str]) -> str | None:
+        """Why command AT of STEP cannot run here (None: it can, or nothing says otherwise): a reference it
+        compares with was left out, or it needs more tokens in one request than the server holds."""
+        command = step.commands[at]
+        uses = {step.reference} if any("@REF@" in a for a in command) else set()
+        uses |= {"long"} if any("@REF_LONG@" in a for a in command) else set()
+        gone = sorted(k for k in uses if k in missing)
+        if gone:
+            return missing[gone[0]]
         needs = step.command_needs[at] if at < len(step.command_needs) else None
         if needs is None or holds is None or needs <= holds:
             return None
@@ -329,6 +337,7 @@ class Run:
         info_path: Path | None,
         restarts: list[str],
         holds: int | None,
+        missing: dict[str, str],
     ) -> None:
         step_out = self.i.out / tree.name / step.name
         step_out.mkdir(parents=True, exist_ok=True)
@@ -354,7 +363,7 @@ class Run:
         started = time.monotonic()
         results, left_out = [], []
         for at, command in enumerate(step.commands):
-            why = self.too_long(step, at, holds)
+            why = self.left_out(step, at, holds, missing)
             if why is not None:
                 left_out.append({"command": list(command), "left_out": why})
                 continue

@@ -27,12 +27,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import batteries  # noqa: E402  (environment, recipe copy, bitexact call)
-import ports  # noqa: E402
+sys.path[:0] = [
+    str(Path(__file__).resolve().parent),
+    str(Path(__file__).resolve().parents[2] / "checks" / "e2e"),
+]
+import lab_servers  # noqa: E402  (the product runner's servers, the lab's host settings)
 import runner_args as ra  # noqa: E402  (the runners' strict command lines)
+from gpuchecks import ports  # noqa: E402
 
-REPO = batteries.REPO
+REPO = lab_servers.REPO
+RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
 BATCH_LINE = re.compile(r"(Prefill|Decode) batch")
 
 
@@ -41,7 +45,7 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float) -> floa
     while time.monotonic() - begun < timeout_s:
         if proc.poll() is not None:
             raise RuntimeError(f"the fleet exited with {proc.returncode} before {url} answered")
-        if batteries.answers(url):
+        if lab_servers.answers(url):
             return time.monotonic() - begun
         time.sleep(1)
     raise RuntimeError(f"{url} did not answer within {timeout_s:.0f} s")
@@ -51,7 +55,7 @@ def fleet_command(args: argparse.Namespace, recipe: Path, env: dict[str, str], o
     """The fleet's argv: the launcher for the patched tree; the printed plan run directly for the stock."""
     launch = [sys.executable, "-m", "exactlaunch.cli", "--recipe", str(recipe), "--variant", args.variant]
     launch += ["--replicas", str(args.replicas), "--host", "127.0.0.1", "--port", str(args.port)]
-    if batteries.through_launcher(args.work, args.tree):
+    if lab_servers.through_launcher(args.work, args.tree):
         return [*launch, "--log-dir", str(out / "logs")]
     printed = subprocess.run([*launch, "--print"], env=env, capture_output=True, text=True, check=True)
     plan_file = out / "fleet-plan.json"
@@ -108,17 +112,17 @@ def main(argv: list[str] | None = None) -> int:
 
     out = args.out / args.tree
     out.mkdir(parents=True, exist_ok=True)
-    recipe = batteries.RECIPE
+    recipe = RECIPE
     if args.mem_fraction_static is not None:
-        recipe = batteries.recipe_with_memory(recipe, args.mem_fraction_static, out / "recipe.json")
+        recipe = lab_servers.recipe_with_memory(recipe, args.mem_fraction_static, out / "recipe.json")
     taken = [p for p in range(args.port, args.port + args.replicas + 1) if not ports.port_free(p)]
     if taken:
-        batteries.log(f"error: ports {taken} are taken; stop what holds them or pass another --port")
+        lab_servers.log(f"error: ports {taken} are taken; stop what holds them or pass another --port")
         return 2
-    env = batteries.base_env(args.work, args.tree, recipe)
+    env = lab_servers.base_env(args.work, args.tree, recipe)
     env["PYTHONPATH"] = os.pathsep.join([str(args.router_site), env["PYTHONPATH"]])
     argv_fleet = fleet_command(args, recipe, env, out)
-    batteries.log(f"starting {args.replicas} {args.tree} replicas and the router: {' '.join(argv_fleet)}")
+    lab_servers.log(f"starting {args.replicas} {args.tree} replicas and the router: {' '.join(argv_fleet)}")
     log_file = (out / "fleet.log").open("w")
     proc = subprocess.Popen(
         argv_fleet, cwd=REPO, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
@@ -128,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     try:
         ready = wait_http(f"{router}/health", proc, args.start_timeout)
-        batteries.log(f"router ready after {ready:.0f} s")
+        lab_servers.log(f"router ready after {ready:.0f} s")
         replica0 = f"sglang+http://127.0.0.1:{args.port + 1}"
         commands = [
             ["bitexact", "repeat", url, "--repeats", str(args.repeats), "--batch", "8"]
@@ -143,14 +147,14 @@ def main(argv: list[str] | None = None) -> int:
                 + ["--out", str(out / "golden"), "--json"]
             )
         for command in commands:
-            result = batteries.run_bitexact(command, args.work, args.tree, out / "bitexact.log")
-            batteries.log(f"{command[1]}: exit {result['exit']}")
+            result = lab_servers.run_bitexact(command, args.work, args.tree, out / "bitexact.log")
+            lab_servers.log(f"{command[1]}: exit {result['exit']}")
             results.append(result)
     except RuntimeError as error:
         results.append({"exit": 2, "error": str(error)})
-        batteries.log(f"error: {error}")
+        lab_servers.log(f"error: {error}")
     finally:
-        batteries.stop_group(proc, 60)  # the launcher stops its replicas and router in that time
+        lab_servers.stop_group(proc, 60)  # the launcher stops its replicas and router in that time
         log_file.close()
     entry = {
         "tree": args.tree,
@@ -160,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         "results": results,
     }
     (out / "verdict.json").write_text(json.dumps(entry, indent=1) + "\n")
-    batteries.log(f"{args.tree}: exit {entry['exit']}, batches per replica {entry['batches_per_replica']}")
+    lab_servers.log(f"{args.tree}: exit {entry['exit']}, batches per replica {entry['batches_per_replica']}")
     return 0
 
 
