@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-PLAN = Path(__file__).resolve().parent / "batteries.json"
+PLAN = Path(__file__).resolve().parents[2] / "checks" / "plans" / "e2e-tiny-hybrid.json"
 RECIPE = Path(__file__).resolve().parents[2] / "nix" / "recipes" / "e2e-tiny-hybrid.json"
 
 

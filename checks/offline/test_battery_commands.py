@@ -1,5 +1,5 @@
-"""Every command of the flake's battery plan (checks/e2e/batteries.json, kept equal to what Nix evaluates by
-test_e2e_plan.py) run by the real bitexact, as the GPU check and the e2e runner run them, against a real
+"""Every command of the flake's battery plan (checks/plans/e2e-tiny-hybrid.json, kept equal to what Nix
+evaluates by test_e2e_plan.py) run by the real bitexact, as the GPU check and the e2e runner run them, against a real
 HTTP server in SGLang 0.5.20's shapes (canned_sglang.py): the references against a server that does not
 speculate, every battery against one that does, on an H200 as the NVML stand-in describes it (bitexact
 keys goldens by the card it reads there; driver_standins.py). The server's values are canned, so every
@@ -20,13 +20,12 @@ from pathlib import Path
 import pytest
 from canned_sglang import CannedSGLang
 from driver_standins import H200, install_driver, nvml_env
-from net_support import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "checks" / "e2e"))
-from batteries import fill  # noqa: E402  (the e2e runner's own placeholder filling)
+from gpuchecks.plan import fill  # noqa: E402  (the runner's own placeholder filling)
 
-PLAN = json.loads((REPO / "checks" / "e2e" / "batteries.json").read_text())
+PLAN = json.loads((REPO / "checks" / "plans" / "e2e-tiny-hybrid.json").read_text())
 RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
 SOURCES = [REPO / "pkgs" / "bitexact" / "src", REPO / "pkgs" / "server" / "src"]
 SHORT_LONG = "64,300"  # the long reference's lengths, shortened as the e2e runner's --long does
@@ -169,7 +168,7 @@ def test_a_radix_battery_fails_when_the_cache_moves_bits_or_does_not_hit(
 
 
 def test_the_summary_line_of_a_radix_battery(card: dict[str, str], tmp_path: Path) -> None:
-    """summarize.py's line for a warm run, from the run's own --json summary as batteries.py records it."""
+    """summarize.py's line for a warm run, from the run's own --json summary as the runner records it."""
     import summarize
 
     battery = next(b for b in RADIX if b["name"] == "gpu-radix-cold-warm")
@@ -226,7 +225,7 @@ def test_the_capacity_table_says_which_settings_moved_answers_per_tree(
             values |= {"REF": str(references["short"]), "REF_LONG": str(references["long"])}
             lines = []
             for battery in capacity:
-                values["OUT"] = str(tmp_path / tree / battery["name"])  # as batteries.py lays it out
+                values["OUT"] = str(tmp_path / tree / battery["name"])  # as the runner lays it out
                 results = []
                 for command in battery["commands"]:
                     done = bitexact(fill(command, values), tmp_path, card)
@@ -320,48 +319,9 @@ def test_summarize_names_a_folder_without_verdicts_and_the_tree_folders_inside_i
     assert f"it holds {tmp_path / 'e2e'}/patched" in result.stderr
 
 
-def _batteries_run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, str(REPO / "checks" / "e2e" / "batteries.py"), "--work", str(tmp_path / "w")]
-    argv += ["--tree", "patched", "--out", str(tmp_path / "o"), "--port", str(free_port()), *extra]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
-
-
-def test_batteries_refuse_a_machine_without_the_trees_before_any_verdict(tmp_path: Path) -> None:
-    """A fresh GPU machine (the one that ran `h200.sh build` went back) has no trees: every server would
-    fail to start and each battery would get an error verdict. The run stops first, naming the steps."""
-    result = _batteries_run(tmp_path, "--only", "gpu-parity-recipe")
-    assert result.returncode == 2
-    assert f"not ready: {tmp_path / 'w'}/patched/sglang, {tmp_path / 'w'}/deps/.complete" in result.stderr
-    assert "h200.sh build" in result.stderr and "h200.sh model" in result.stderr
-    assert not (tmp_path / "o" / "patched" / "verdicts.jsonl").exists()
-
-
-def test_a_rerun_runs_an_error_verdict_again_and_skips_what_compared(tmp_path: Path) -> None:
-    verdicts = tmp_path / "o" / "patched" / "verdicts.jsonl"
-    verdicts.parent.mkdir(parents=True)
-    lines = [
-        {"name": "reference-no-spec", "variant": "no-spec", "exit": 0, "results": []},
-        {"name": "gpu-parity-recipe", "variant": "recipe", "exit": 2, "error": "the server did not start"},
-        {"name": "gpu-repeat", "variant": "recipe", "exit": 1, "results": []},
-    ]
-    verdicts.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    again = _batteries_run(tmp_path, "--only", "gpu-parity-recipe,gpu-repeat")
-    # the error is run again (here it stops at the missing trees); the compared ones are not
-    assert f"gpu-parity-recipe: its verdict in {verdicts} is an error, run again" in again.stderr
-    assert (
-        "gpu-repeat: its verdict" not in again.stderr
-        and again.returncode == 2
-        and "not ready" in again.stderr
-    )
-    verdicts.write_text(verdicts.read_text().replace('"exit": 2', '"exit": 0'))
-    done = _batteries_run(tmp_path, "--only", "gpu-parity-recipe,gpu-repeat")
-    assert done.returncode == 0, done.stderr  # nothing pending: no server, and no trees needed
-    assert "gpu-parity-recipe: verdict already in" in done.stderr and "not ready" not in done.stderr
-    assert verdicts.read_text().count("\n") == 3  # nothing written
-
-
 def test_a_killed_command_makes_the_step_an_error_never_a_pass() -> None:
-    from batteries import rerun_command, worst_exit
+    from gpuchecks.results import worst_exit
+    from gpuchecks.run import rerun_command
 
     assert worst_exit([{"exit": 0}, {"exit": -9}]) == 2  # killed by SIGKILL (the OOM killer, say)
     assert worst_exit([{"exit": 0}, {"exit": 1}]) == 1 and worst_exit([{"exit": 0}]) == 0

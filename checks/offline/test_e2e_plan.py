@@ -1,7 +1,7 @@
-"""The end-to-end runner's battery plan (checks/e2e/batteries.json) is the flake's own
-(nix/lib/gpu-batteries.nix evaluated for the e2e recipe): the GPU host has no Nix, so the plan travels as
-JSON, and this test keeps the copy from drifting. Also: the e2e recipe is the recipe's argv and
-environment with only the model paths changed."""
+"""The plan a GPU host without Nix runs (checks/plans/e2e-tiny-hybrid.json) is the flake's own
+(nix/lib/gpu-batteries.nix's `plan` for the e2e recipe, evaluated with the real Nix), the runner reads it,
+and its step list is the one the flake's checks are made from. Also: the e2e recipe is the recipe's argv
+and environment with only the model paths changed."""
 
 from __future__ import annotations
 
@@ -13,28 +13,80 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PLAN = REPO / "checks" / "e2e" / "batteries.json"
+PLAN = REPO / "checks" / "plans" / "e2e-tiny-hybrid.json"
 E2E_RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
 RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
-EXPR = (
-    "let b = import ./nix/lib/gpu-batteries.nix; r = builtins.fromJSON (builtins.readFile "
-    "./nix/recipes/e2e-tiny-hybrid.json); in { inherit (b) references goldenRecord longLengths repeats; "
-    "batteries = b.batteries r; }"
-)
+READ = "builtins.fromJSON (builtins.readFile ./nix/recipes/{name}.json)"
+# Regenerate the committed plan with: nix-instantiate --eval --strict --json -E "$EXPR" | python3 -m json.tool
+EXPR = f"(import ./nix/lib/gpu-batteries.nix).plan ({READ.format(name='e2e-tiny-hybrid')})"
 
 
-@pytest.mark.nix
-def test_the_committed_plan_is_what_nix_evaluates() -> None:
+def nix_json(expr: str) -> object:
     done = subprocess.run(
-        ["nix-instantiate", "--eval", "--strict", "--json", "-E", EXPR],
+        ["nix-instantiate", "--eval", "--strict", "--json", "-E", expr],
         cwd=REPO,
         capture_output=True,
         text=True,
         check=True,
     )
-    assert json.loads(done.stdout) == json.loads(PLAN.read_text()), (
-        "checks/e2e/batteries.json is stale; regenerate it with the command in docs/e2e.md"
+    return json.loads(done.stdout)
+
+
+@pytest.mark.nix
+def test_the_committed_plan_is_what_nix_evaluates() -> None:
+    assert nix_json(EXPR) == json.loads(PLAN.read_text()), (
+        f"{PLAN.relative_to(REPO)} is stale; regenerate it with the expression in this test (EXPR)"
     )
+
+
+@pytest.mark.nix
+@pytest.mark.parametrize("recipe", ["e2e-tiny-hybrid", "qwen3.8-27b-exact"])
+def test_the_flakes_step_list_is_the_runners(recipe: str) -> None:
+    """nix/gpu-checks-build.nix makes its checks from `stepNames`; the runner lists the steps of the same
+    plan (`bitexact-gpu-checks steps`): one list, so no check names a step the runner does not run."""
+    plan_expr = f"(import ./nix/lib/gpu-batteries.nix).plan ({READ.format(name=recipe)})"
+    names_expr = f"(import ./nix/lib/gpu-batteries.nix).stepNames ({READ.format(name=recipe)})"
+    plan = Path(f"/tmp/plan-{recipe}-{id(recipe)}.json")
+    plan.write_text(json.dumps(nix_json(plan_expr)))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "gpuchecks", "steps", "--plan", str(plan)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    finally:
+        plan.unlink()
+    assert json.loads(done.stdout) == nix_json(names_expr)
+
+
+def test_every_battery_states_what_the_stock_tree_must_do() -> None:
+    """The stock tree's expectations are data: the two the evidence names (docs/e2e.md) differ, the shared
+    prefix passed there, and every other battery says it is not run on stock."""
+    plan = json.loads(PLAN.read_text())
+    stock = {b["name"]: b["stock"] for b in plan["batteries"]}
+    assert {n for n, s in stock.items() if s == "differs"} == {"gpu-parity-recipe", "gpu-radix-cold-warm"}
+    assert {n for n, s in stock.items() if s == "passes"} == {"gpu-radix-shared-prefix"}
+    assert set(stock.values()) <= {"differs", "passes", "not-run"}
+
+
+def test_every_command_states_what_it_needs_of_the_server() -> None:
+    """commandNeeds: the long prompts (128k and the answer), the shared prefixes, and the commands that
+    compare with the long reference; nothing else asks for more than the short prompts."""
+    plan = json.loads(PLAN.read_text())
+    steps = [*plan["references"].values(), *plan["batteries"]]
+    for step in steps:
+        assert len(step["commandNeeds"]) == len(step["commands"]), step["name"]
+        for command, needs in zip(step["commands"], step["commandNeeds"], strict=True):
+            long = "--long" in command or "@REF_LONG@" in command
+            long |= step.get("reference") == "long" and "@REF@" in command
+            if long:
+                assert needs == 131072 + 64, (step["name"], command)
+            elif "--shared-prefix" in command:
+                prefix = command[command.index("--shared-prefix") + 1]
+                assert needs == {"1237": 1237, "64k": 65536, "65537": 65537}[prefix] + 64
+            else:
+                assert needs is None, (step["name"], command)
 
 
 def test_the_e2e_recipe_changes_only_the_model_paths() -> None:
@@ -45,42 +97,3 @@ def test_the_e2e_recipe_changes_only_the_model_paths() -> None:
     assert e2e["launch"]["env"] == recipe["launch"]["env"]
     assert e2e["variants"] == recipe["variants"]
     assert e2e["engine"] == recipe["engine"] and e2e["deepGemm"] == recipe["deepGemm"]
-
-
-def test_the_nondeterministic_copy_drops_only_the_flag(tmp_path: Path) -> None:
-    """batteries.py --no-deterministic (issue 20's stock row): the recipe copy, through the launcher's real
-    `--print`, gives the stock tree's server every argument of the recipe but the deterministic flag, for
-    every capacity variant too; the memory copy and this one compose."""
-    sys.path.insert(0, str(REPO / "checks" / "e2e"))
-    import batteries
-
-    sized = batteries.recipe_with_memory(batteries.RECIPE, 0.1, tmp_path / "recipe.json")
-    copy = batteries.recipe_without_determinism(sized, tmp_path / "recipe.json")
-    for variant in ("no-spec", "recipe", "max-running-1", "chunked-prefill-4096", "cuda-graph-decode-bs-1"):
-        plain, _ = batteries.server_command(tmp_path, "stock", variant, 30005, batteries.RECIPE)
-        dropped, env = batteries.server_command(tmp_path, "stock", variant, 30005, copy)
-        want = [a for a in plain if a != batteries.DETERMINISTIC_FLAG]
-        want[want.index("--mem-fraction-static") + 1] = "0.1"
-        assert batteries.DETERMINISTIC_FLAG in plain and dropped == want, variant
-        assert env["BITEXACT_RECIPE"] == str(copy)
-    with pytest.raises(SystemExit, match="no --enable-deterministic-inference to drop"):
-        batteries.recipe_without_determinism(copy, tmp_path / "again.json")
-
-
-def test_long_lengths_replace_only_the_long_commands() -> None:
-    """batteries.with_long, as batteries.py (the long reference) and goldens.py (record and check) use it
-    on the committed plan's commands."""
-    sys.path.insert(0, str(REPO / "checks" / "e2e"))
-    import batteries
-
-    plan = json.loads(PLAN.read_text())
-    long_ref = plan["references"]["long"]["commands"][0]
-    changed = batteries.with_long(long_ref, "16k")
-    assert (
-        changed[changed.index("--long") + 1] == "16k"
-        and long_ref[long_ref.index("--long") + 1] == "16k,64k,128k"
-    )
-    assert [a for a in changed if a != "16k"] == [a for a in long_ref if a != "16k,64k,128k"]
-    short_ref = plan["references"]["short"]["commands"][0]
-    assert batteries.with_long(short_ref, "16k") == short_ref  # no --long: nothing to replace
-    assert batteries.with_long(long_ref, None) == long_ref

@@ -85,15 +85,19 @@ def test_the_four_servers_from_the_launcher() -> None:
     assert run.SERVERS["stock-no-spec"].tree == "stock"
 
 
-def test_server_commands_through_the_e2e_runner(tmp_path: Path) -> None:
-    """checks/e2e/batteries.py with the perf recipe: the launcher for the patched tree, the launcher's printed
-    argv and env for the stock tree (run for real: `exactlaunch.cli --print`), plus the host settings."""
-    argv, env = run.batteries.server_command(tmp_path, "patched", "perf-exact-spec", 30001, run.RECIPE)
+def test_server_commands_through_the_product_runner(tmp_path: Path) -> None:
+    """The runner's trees (lab_servers.py) with the perf recipe: the launcher for the patched tree (it carries
+    the series' manifest), the launcher's printed argv and env for the stock tree (run for real:
+    `exactlaunch.cli --print`), plus the lab's host settings."""
+    (tmp_path / "patched" / "sglang" / "srt").mkdir(parents=True)
+    (tmp_path / "patched" / "sglang" / "srt" / "bitexact_manifest.json").write_text("{}")
+    tree = run.lab_servers.tree_of
+    argv, env = tree(tmp_path, "patched").server_command(run.RECIPE, "perf-exact-spec", 30001)
     assert argv[1:] == [
         "-m", "exactlaunch.cli", "--recipe", str(PERF), "--variant", "perf-exact-spec",
         "--host", "127.0.0.1", "--port", "30001",
     ]  # fmt: skip
-    argv, env = run.batteries.server_command(tmp_path, "stock", "perf-stock-spec", 30001, run.RECIPE)
+    argv, env = tree(tmp_path, "stock").server_command(run.RECIPE, "perf-stock-spec", 30001)
     assert "--enable-deterministic-inference" not in argv and argv[-6:] == [
         "--load-format", "dummy", "--host", "127.0.0.1", "--port", "30001",
     ]  # fmt: skip
@@ -423,7 +427,7 @@ def test_measure_skips_finished_servers_and_stops_before_running_out_of_time(
     results = _results(tmp_path, spec_trace)
     _assembled(tmp_path, monkeypatch)
     started: list[str] = []
-    monkeypatch.setattr(run.batteries, "Server", lambda *a, **k: started.append(a[2]))
+    monkeypatch.setattr(run.lab_servers, "Server", lambda *a, **k: started.append(a[2]))
     base = ["measure", "--work", str(tmp_path), "--results", str(results), "--server", "exact-spec"]
     assert run.main([*base, "--deadline-s", "100"]) == run.OUT_OF_TIME  # the default lengths owe the
     assert started == []  # 32768- and 131072-token profiles, and 100 s is too little to start a server
@@ -492,7 +496,7 @@ def test_the_sglang_facts_the_runner_relies_on() -> None:
 def test_measure_runs_an_owed_prefill_stage_end_to_end(
     tmp_path: Path, spec_trace: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`measure` with only the prefill profile owed: the server (a stand-in for batteries.Server) starts,
+    """`measure` with only the prefill profile owed: the server (a stand-in for lab_servers.Server) starts,
     meta_info is checked, the profiler stand-in answers /start_profile, /generate, /stop_profile, and
     prefill.json, prefill.md and the stage's seconds in run.json are written."""
     results = _results(tmp_path, spec_trace)
@@ -511,9 +515,9 @@ def test_measure_runs_an_owed_prefill_stage_end_to_end(
         def stop(self) -> None:
             self.stopped = True
 
-    monkeypatch.setattr(run.batteries, "Server", Server)
+    monkeypatch.setattr(run.lab_servers, "Server", Server)
     meta = {"spec_accept_length": 5.0, "spec_verify_ct": 26, "completion_tokens": 128}
-    monkeypatch.setattr(run.batteries, "meta_sample", lambda *a, **k: meta)
+    monkeypatch.setattr(run.lab_servers, "meta_sample", lambda *a, **k: meta)
     trace = perf_traces.add_prefill_gpu(
         perf_traces.prefill_cpu_trace(tmp_path / "p.json", 2), "_exact_gemm_kernel", 1.0
     )
@@ -552,9 +556,9 @@ def test_profiles_at_every_length_are_measured_and_named_by_length(
         def stop(self) -> None:
             pass
 
-    monkeypatch.setattr(run.batteries, "Server", Server)
+    monkeypatch.setattr(run.lab_servers, "Server", Server)
     meta = {"spec_accept_length": 5.0, "spec_verify_ct": 26, "completion_tokens": 128}
-    monkeypatch.setattr(run.batteries, "meta_sample", lambda *a, **k: meta)
+    monkeypatch.setattr(run.lab_servers, "meta_sample", lambda *a, **k: meta)
     stand_in = StandIn(spec_trace)
     try:
         argv = ["measure", "--work", str(tmp_path), "--results", str(results), "--server", "exact-spec"]

@@ -20,6 +20,15 @@ def record(run: Run, extra: list[str]) -> int:
     tree = inputs.trees["patched"]
     out = inputs.out / "record"
     out.mkdir(parents=True, exist_ok=True)
+    names = [inputs.plan.recipe, f"{inputs.plan.recipe}-long"][: len(inputs.plan.golden_record_commands)]
+    card = run.host.slug
+    there = [inputs.golden_dir / card / f"{n}.json" for n in names] if card else []
+    if there and all(p.exists() for p in there) and "--force" not in extra:
+        # Refused before a server starts: bitexact would refuse each command after it.
+        log(
+            f"record: this card's goldens exist ({', '.join(map(str, there))}); pass -- --force to replace them"
+        )
+        return 2
     info = run.build_info(tree)
     if info is None:
         log("record: the launcher could not describe the build (--build-info); a golden needs it")

@@ -1,5 +1,5 @@
-"""The end-to-end runner's server guard (checks/e2e/batteries.py `Server`, checks/e2e/ports.py) with real
-processes on real ports: a taken port is refused naming its holder; readiness counts only when the
+"""The runner's server guard (gpuchecks.servers `Server`, gpuchecks.ports; the lab starts its servers with
+it too) with real processes on real ports: a taken port is refused naming its holder; readiness counts only when the
 listener is the server this run started; SIGTERM and Ctrl-C stop that server (a server left by a run cut
 short once answered a later run of another tree)."""
 
@@ -16,12 +16,9 @@ from pathlib import Path
 import pytest
 from net_support import free_port
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "checks" / "e2e"))
-import batteries  # noqa: E402
-import ports  # noqa: E402
+from gpuchecks import ports, servers
 
-# A stand-in for SGLang's readiness endpoint: what batteries.Server polls (GET /health_generate -> 200).
+# A stand-in for SGLang's readiness endpoint: what servers.Server polls (GET /health_generate -> 200).
 HEALTH_SERVER = textwrap.dedent(
     """
     import http.server, sys
@@ -53,11 +50,9 @@ def test_a_taken_port_is_refused_naming_the_holder(tmp_path: Path) -> None:
     try:
         wait_listening(port)
         with pytest.raises(
-            batteries.PortTaken, match=rf"port {port} is taken \(pid {holder.pid}: .*-c"
+            servers.PortTaken, match=rf"port {port} is taken \(pid {holder.pid}: .*-c"
         ) as caught:
-            batteries.Server(
-                tmp_path, "patched", "recipe", port, tmp_path / "s.log", command=health_command(port)
-            )
+            servers.Server("recipe", *health_command(port), port, tmp_path / "s.log")
         assert "choose another --port" in str(caught.value)
         assert ports.listeners(port) == {holder.pid: ports.listeners(port)[holder.pid]}
     finally:
@@ -67,9 +62,7 @@ def test_a_taken_port_is_refused_naming_the_holder(tmp_path: Path) -> None:
 
 def test_the_runners_own_server_is_ready_and_stops(tmp_path: Path) -> None:
     port = free_port()
-    server = batteries.Server(
-        tmp_path, "patched", "recipe", port, tmp_path / "s.log", command=health_command(port)
-    )
+    server = servers.Server("recipe", *health_command(port), port, tmp_path / "s.log")
     try:
         assert server.wait_ready(20) < 20
         assert ports.in_group(next(iter(ports.listeners(port))), server.proc.pid)
@@ -82,7 +75,7 @@ def test_an_impostor_on_the_port_is_not_taken_for_the_server(tmp_path: Path) -> 
     """The runner's own process never listens; another one answers on its port: not ready, named."""
     port = free_port()
     idle = ([sys.executable, "-c", "import time; time.sleep(60)"], dict(os.environ))
-    server = batteries.Server(tmp_path, "stock", "recipe", port, tmp_path / "s.log", command=idle)
+    server = servers.Server("recipe", *idle, port, tmp_path / "s.log")
     impostor = subprocess.Popen([sys.executable, "-c", HEALTH_SERVER, str(port)])
     try:
         wait_listening(port)
@@ -99,13 +92,11 @@ def test_an_impostor_on_the_port_is_not_taken_for_the_server(tmp_path: Path) -> 
 RUNNER = textwrap.dedent(
     """
     import os, signal, sys
-    sys.path.insert(0, sys.argv[1])
-    import batteries
+    from gpuchecks import servers
     from pathlib import Path
     port, log = int(sys.argv[2]), Path(sys.argv[3])
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as batteries.py's __main__ does
-    command = ([sys.executable, "-c", sys.argv[4], str(port)], dict(os.environ))
-    server = batteries.Server(log.parent, "patched", "recipe", port, log, command=command)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as the runner does (run.install_signal_handlers)
+    server = servers.Server("recipe", [sys.executable, "-c", sys.argv[4], str(port)], dict(os.environ), port, log)
     try:
         server.wait_ready(20)
         print(server.proc.pid, flush=True)
@@ -124,7 +115,7 @@ def test_a_signal_to_the_runner_stops_its_server(tmp_path: Path, sig: signal.Sig
             sys.executable,
             "-c",
             RUNNER,
-            str(REPO / "checks" / "e2e"),
+            "-",
             str(port),
             str(tmp_path / "s.log"),
             HEALTH_SERVER,
@@ -168,16 +159,10 @@ FLAKY_POOL_SERVER = textwrap.dedent(
 
 def flaky_server(
     tmp_path: Path, port: int, fails: int, message: str, then: str = "then-serve"
-) -> batteries.Server:
+) -> servers.Server:
     argv = [sys.executable, "-c", FLAKY_POOL_SERVER, str(port), str(tmp_path / "starts"), str(fails)]
-    server = batteries.Server(
-        tmp_path,
-        "patched",
-        "recipe",
-        port,
-        tmp_path / "s.log",
-        command=(argv + [message, HEALTH_SERVER, then], dict(os.environ)),
-    )
+    argv += [message, HEALTH_SERVER, then]
+    server = servers.Server("recipe", argv, dict(os.environ), port, tmp_path / "s.log")
     server.pool_sizing_pause_s = 0.0
     return server
 
@@ -186,22 +171,22 @@ def test_a_start_that_fails_in_pool_sizing_is_started_again_and_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     port = free_port()
-    server = flaky_server(tmp_path, port, 1, batteries.POOL_SIZING_FAILURES[0])
+    server = flaky_server(tmp_path, port, 1, servers.POOL_SIZING_FAILURES[0])
     try:
         assert server.wait_ready(20) < 20
     finally:
         server.stop()
     assert (tmp_path / "starts").read_text() == "2"
-    assert server.restarts == [batteries.POOL_SIZING_FAILURES[0]]
+    assert server.restarts == [servers.POOL_SIZING_FAILURES[0]]
     log = (tmp_path / "s.log").read_text()
-    assert log.count("=== bitexact e2e: ") == 1 and "failed in SGLang's pool sizing" in log
+    assert log.count("=== bitexact-gpu-checks: ") == 1 and "failed in SGLang's pool sizing" in log
     assert "restart 1 of at most 2" in log
     said = capsys.readouterr()
     assert "starting it again" in said.out + said.err  # the runner's log line
 
 
 def test_pool_sizing_that_keeps_failing_is_an_error_naming_the_tries(tmp_path: Path) -> None:
-    server = flaky_server(tmp_path, free_port(), 9, batteries.POOL_SIZING_FAILURES[1])
+    server = flaky_server(tmp_path, free_port(), 9, servers.POOL_SIZING_FAILURES[1])
     try:
         with pytest.raises(RuntimeError, match=r"(?s)exited with 1 \(its start was tried 3 times\).*mamba"):
             server.wait_ready(20)
@@ -223,7 +208,7 @@ def test_any_other_failed_start_is_not_started_again(tmp_path: Path) -> None:
 def test_only_the_latest_starts_log_decides_a_restart(tmp_path: Path) -> None:
     """The first start fails in pool sizing, the second another way: the second is not restarted,
     though the shared log still holds the first start's pool-sizing message."""
-    server = flaky_server(tmp_path, free_port(), 1, batteries.POOL_SIZING_FAILURES[0], "then-fail")
+    server = flaky_server(tmp_path, free_port(), 1, servers.POOL_SIZING_FAILURES[0], "then-fail")
     try:
         with pytest.raises(RuntimeError, match=r"(?s)exited with 1 \(its start was tried 2 times\).*illegal"):
             server.wait_ready(20)
@@ -234,7 +219,7 @@ def test_only_the_latest_starts_log_decides_a_restart(tmp_path: Path) -> None:
 
 def test_no_restart_once_the_callers_time_is_spent(tmp_path: Path) -> None:
     """TIMEOUT_S counts from the first start: with less time left than the pause, no restart."""
-    server = flaky_server(tmp_path, free_port(), 1, batteries.POOL_SIZING_FAILURES[0])
+    server = flaky_server(tmp_path, free_port(), 1, servers.POOL_SIZING_FAILURES[0])
     server.pool_sizing_pause_s = 60.0
     try:
         with pytest.raises(RuntimeError, match=r"exited with 1: "):
