@@ -1,6 +1,6 @@
 """Every command of the flake's battery plan (checks/plans/e2e-tiny-hybrid.json, kept equal to what Nix
-evaluates by test_e2e_plan.py) run by the real bitexact, as the GPU check and the e2e runner run them, against a real
-HTTP server in SGLang 0.5.20's shapes (canned_sglang.py): the references against a server that does not
+evaluates by test_e2e_plan.py) run by the real bitexact, as the GPU check's runner runs them, against a
+real HTTP server in SGLang 0.5.20's shapes (canned_sglang.py): the references against a server that does not
 speculate, every battery against one that does, on an H200 as the NVML stand-in describes it (bitexact
 keys goldens by the card it reads there; driver_standins.py). The server's values are canned, so every
 battery must pass: a command the CLI refuses, or a battery that cannot pass against a perfect server,

@@ -26,7 +26,8 @@ def record(run: Run, extra: list[str]) -> int:
     if there and all(p.exists() for p in there) and "--force" not in extra:
         # Refused before a server starts: bitexact would refuse each command after it.
         log(
-            f"record: this card's goldens exist ({', '.join(map(str, there))}); pass -- --force to replace them"
+            f"record: this card's goldens exist ({', '.join(map(str, there))}); pass -- --force to "
+            "replace them"
         )
         return 2
     info = run.build_info(tree)
