@@ -1,6 +1,6 @@
 """The runner's server guard (gpuchecks.servers `Server`, gpuchecks.ports; the lab starts its servers with
-it too) with real processes on real ports: a taken port is refused naming its holder; readiness counts only when the
-listener is the server this run started; SIGTERM and Ctrl-C stop that server (a server left by a run cut
+it too) with real processes on real ports: a taken port is refused naming its holder; readiness counts only
+when the listener is the server this run started; SIGTERM and Ctrl-C stop that server (a server left by a run cut
 short once answered a later run of another tree)."""
 
 from __future__ import annotations
@@ -94,8 +94,9 @@ RUNNER = textwrap.dedent(
     from gpuchecks import servers
     from pathlib import Path
     port, log = int(sys.argv[2]), Path(sys.argv[3])
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as the runner does (run.install_signal_handlers)
-    server = servers.Server("recipe", [sys.executable, "-c", sys.argv[4], str(port)], dict(os.environ), port, log)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as the runner does
+    argv = [sys.executable, "-c", sys.argv[4], str(port)]
+    server = servers.Server("recipe", argv, dict(os.environ), port, log)
     try:
         server.wait_ready(20)
         print(server.proc.pid, flush=True)
