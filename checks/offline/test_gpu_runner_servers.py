@@ -1,7 +1,7 @@
 """The runner's server guard (gpuchecks.servers `Server`, gpuchecks.ports; the lab starts its servers with
 it too) with real processes on real ports: a taken port is refused naming its holder; readiness counts only
-when the listener is the server this run started; SIGTERM and Ctrl-C stop that server (a server left by a run cut
-short once answered a later run of another tree)."""
+when the listener is the server this run started; SIGTERM and Ctrl-C stop that server (a server left by a
+run cut short once answered a later run of another tree)."""
 
 from __future__ import annotations
 
