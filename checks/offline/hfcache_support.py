@@ -122,6 +122,7 @@ in rec {
     nameValuePair = name: value: { inherit name value; };
     hasPrefix = p: s: builtins.substring 0 (builtins.stringLength p) s == p;
     optionalAttrs = c: a: if c then a else { };
+    genAttrs = names: f: builtins.listToAttrs (map (n: { name = n; value = f n; }) names);
   };
   # The output path fetchurl's derivation would have: a flat fixed output of that name and hash (the
   # builder does not enter it), computed by the real Nix; never built here.
@@ -141,6 +142,7 @@ in rec {
   curl = "/fake-store/curl";
   coreutils = "/fake-store/coreutils";
   gcc = "/fake-store/gcc";
+  gnupatch = "/fake-store/gnupatch";
   runCommandLocal = runCommand;
   writeText = name: text: fakeDrv name { inherit text; };
   makeWrapper = fakeDrv "makeWrapper" { };
@@ -160,7 +162,7 @@ in rec {
   callPackage = f: args:
     let fn = import f; in fn (builtins.intersectAttrs (builtins.functionArgs fn) doubles // args);
   doubles = { inherit lib fetchurl runCommand runCommandLocal writeText writeShellApplication
-    writeShellScriptBin makeWrapper curl coreutils gcc python3 python312; };
+    writeShellScriptBin makeWrapper curl coreutils gcc gnupatch python3 python312; };
   nix2container = {
     buildLayer = args: args // { kind = "layer"; };
     buildImage = args: args // { kind = "image"; };

@@ -1,14 +1,14 @@
-"""The GPU batteries: nix/lib/gpu-batteries.nix evaluated with the real Nix, nix/gpu-checks.nix evaluated
-against recording doubles of nixpkgs, and a battery's generated builder script run for real in bash with
-stand-ins for the server, bitexact and curl (so server start-up, readiness, exit codes and shutdown are
-exercised; the real server and GPU are not)."""
+"""The GPU checks in Nix: nix/lib/gpu-batteries.nix evaluated with the real Nix; nix/gpu-checks-build.nix and
+nix/gpu-checks.nix evaluated against recording doubles of nixpkgs; the run's builder script run in bash with
+a stand-in runner (its exit status kept), a check's builder run with the real runner's `verdict` over
+results as the runner writes them, the record-golden app run with the runner's argv printed. The runner
+itself runs whole against servers in SGLang's shapes in test_gpu_runner.py."""
 
 from __future__ import annotations
 
 import json
 import os
-import socket
-import stat
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +26,6 @@ from hfcache_support import (
     shellcheck_as_nixpkgs,
     write_locked,
 )
-from net_support import free_port
 from test_hfcache import DRAFTER_FILES, MODEL_FILES
 
 pytestmark = pytest.mark.nix  # every test evaluates with the real nix-instantiate
@@ -185,297 +184,199 @@ def locked(tmp_path: Path) -> dict[str, Path]:
     return write_locked(tmp_path, [(RECIPE["model"], MODEL_FILES), (RECIPE["drafter"], DRAFTER_FILES)])
 
 
-def gpu_checks(locked: dict[str, Path], port: int, kernels: bool, what: str) -> Any:
+def gpu_checks(locked: dict[str, Path], what: str, port: int = 30000) -> Any:
     weights = (
         f"import ./pkgs/weights/default.nix {{ {WEIGHTS_BUILDERS} "
         f"recipe = {READ_RECIPE}; manifestsDir = /. + {nix_str(str(locked['manifests']))}; }}"
     )
-    kernel_args = 'kernelPython = "/fake-store/python"; sglangTree = "/fake-store/tree";' if kernels else ""
     return nix_eval(
         f"let d = {NIXPKGS_DOUBLES}; "
         "g = import ./nix/gpu-checks-build.nix { "
-        "inherit (d) lib runCommand writeShellApplication curl coreutils gcc; "
+        "inherit (d) lib runCommand writeShellApplication writeText coreutils gcc gnupatch; "
         f"recipe = {READ_RECIPE}; recipeFile = ./nix/recipes/qwen3.8-27b-exact.json; "
-        f'server = "/fake-store/server"; bitexact = "/fake-store/bitexact"; weights = {weights}; '
-        f"port = {port}; {kernel_args} }}; in {what}"
+        'server = "/fake-store/server"; stockServer = "/fake-store/stock-server"; '
+        'runner = "/fake-store/runner"; bitexact = "/fake-store/bitexact"; '
+        'kernelPython = "/fake-store/python"; sglangTree = "/fake-store/tree"; '
+        f'stockTree = "/fake-store/stock-tree"; weights = {weights}; port = {port}; }}; in {what}'
     )
 
 
-def test_every_gpu_check_needs_the_cuda_feature(locked: dict[str, Path]) -> None:
-    # The step that runs on the card asks for `cuda`; the check (the verdict) only reads the step's
-    # status file, so it asks for nothing and any builder can decide it.
-    shown = (
-        "builtins.mapAttrs (n: c: { verdict = c.requiredSystemFeatures or [ ]; "
-        "run = c.run.requiredSystemFeatures or [ ]; }) g.checks"
+def step_names() -> list[str]:
+    return nix_eval(f"{PLAN}.stepNames {READ_RECIPE}")
+
+
+def test_every_step_but_the_references_is_a_check_reading_one_run_on_the_card(
+    locked: dict[str, Path],
+) -> None:
+    """The checks are the plan's steps (the runner's list: test_e2e_plan.py), the references shown in the
+    batteries that need them. Only the run asks for the `cuda` feature; a check reads its verdict."""
+    got = gpu_checks(
+        locked,
+        "{ names = builtins.attrNames g.checks; features = builtins.mapAttrs (n: c: c.requiredSystemFeatures "
+        "or [ ]) g.checks; run = g.run.requiredSystemFeatures; "
+        "runs = builtins.mapAttrs (n: c: c.run.outPath) g.checks; }",
     )
-    without = gpu_checks(locked, 30000, False, shown)
-    assert sorted(without) == sorted(batteries())
-    with_kernels = gpu_checks(locked, 30000, True, shown)
-    assert sorted(with_kernels) == sorted([*batteries(), "gpu-kernels"])
-    assert all(c == {"verdict": [], "run": ["cuda"]} for c in with_kernels.values()), with_kernels
-    references = gpu_checks(locked, 30000, True, "builtins.mapAttrs (n: r: r.requiredSystemFeatures) g.runs")
-    assert set(map(tuple, references.values())) == {("cuda",)}
+    assert got["names"] == sorted(n for n in step_names() if not n.startswith("reference-"))
+    assert "gpu-kernels" in got["names"] and "gpu-golden" in got["names"]
+    assert set(map(tuple, got["features"].values())) == {()} and got["run"] == ["cuda"]
+    assert set(got["runs"].values()) == {"/fake-store/gpu-checks-run"}
 
 
-def test_record_golden_runs_the_plans_record_commands(locked: dict[str, Path], tmp_path: Path) -> None:
-    """The app's record lines, run by a real bash with `bitexact` a function that prints its argv: the
-    plan's goldenRecord commands (checks/e2e/batteries.json, which checks/e2e/goldens.py runs too), with
-    the app's port and build-info file expanded and the app's own arguments after each."""
-    app = gpu_checks(locked, 30000, False, "{ inherit (g.record-golden) name text; }")
-    assert app["name"] == "record-golden"
-    lines = [line for line in app["text"].splitlines() if line.startswith('"bitexact" "golden" "record"')]
-    assert len(lines) == 2
-    script = "\n".join(
-        [
-            'bitexact() { python3 -c "import json, sys; print(json.dumps(sys.argv[1:]))" "$@"; }',
-            "port=30123 info='/tmp/build info.json'",  # a space: the app's quoting must hold it
-            "set -- --build-id 'a b'",
-            *lines,
-        ]
+def test_the_run_calls_the_runner_whole_on_the_plan(locked: dict[str, Path]) -> None:
+    """The run's builder is one call of `bitexact-gpu-checks run` with the plan Nix wrote for the recipe,
+    both trees and their launchers, the kernel checks, the series and the goldens: the invocation a GPU
+    host without Nix makes (checks/e2e/host.sh). Its exit status is kept, not raised."""
+    got = gpu_checks(
+        locked, "{ script = g.run.script; plan = g.planFile.text; inputs = g.run.nativeBuildInputs; }"
     )
-    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
-    ran = [json.loads(line) for line in done.stdout.splitlines()]
-    plan = json.loads((Path(__file__).resolve().parents[2] / "checks/e2e/batteries.json").read_text())
-    plan = plan["goldenRecord"]
-    for argv, command in zip(ran, plan["commands"], strict=True):
-        recipe = argv[argv.index("--recipe") + 1]
-        assert recipe.endswith("qwen3.8-27b-exact.json")
-        values = {"URL": "sglang+http://127.0.0.1:30123", "RECIPE": recipe, "GOLDEN_DIR": "checks/golden"}
-        values |= {"BUILD_INFO": "/tmp/build info.json"}
-        if "--tokenizer" in argv:
-            values["MODEL_SNAPSHOT"] = argv[argv.index("--tokenizer") + 1]
-            assert "/snapshots/" in values["MODEL_SNAPSHOT"]
-        want = command[1:]
-        for key, value in values.items():
-            want = [a.replace(f"@{key}@", value) for a in want]
-        assert argv == [*want, "--build-id", "a b"]
-    assert "--long" not in ran[0] and ran[1][ran[1].index("--long") + 1] == "16k,64k,128k"
+    script = got["script"]
+    (line,) = [line for line in script.splitlines() if "bitexact-gpu-checks run" in line]
+    argv = shlex.split(line.split(">", 1)[0])
+    assert argv[:2] == ["bitexact-gpu-checks", "run"] and "--only" not in argv
+    pairs = dict(zip(argv[2::2], argv[3::2], strict=False))
+    assert pairs["--plan"] == "/fake-store/gpu-plan-qwen3.8-27b-exact.json"
+    assert json.loads(got["plan"]) == nix_eval(f"{PLAN}.plan {READ_RECIPE}")
+    trees = [argv[i + 1] for i, a in enumerate(argv) if a == "--tree"]
+    launchers = [argv[i + 1] for i, a in enumerate(argv) if a == "--launcher"]
+    assert trees == ["patched=/fake-store/tree", "stock=/fake-store/stock-tree"]
+    assert launchers == [
+        "patched=/fake-store/server/bin/bitexact-server",
+        "stock=/fake-store/stock-server/bin/bitexact-server",
+    ]
+    # the repository's folders, copied into the store by the evaluation (checks/gpu, patches/sglang, checks/golden)
+    assert pairs["--kernel-checks"].endswith("-gpu") and pairs["--series"].endswith("-sglang")
+    assert pairs["--golden-dir"].endswith("-golden") and pairs["--python"] == "/fake-store/python/bin/python"
+    assert (
+        pairs["--bitexact"] == "/fake-store/bitexact/bin/bitexact"
+        and "/snapshots/" in pairs["--model-snapshot"]
+    )
+    assert '--out "$out/results"' in line and 'echo "$?" > "$out/status"' in script
+    assert "/fake-store/runner" in got["inputs"] and "/fake-store/gnupatch" in got["inputs"]
 
 
-FAKE_SERVER = """#!{python}
-import http.server, json, os, sys
-args = sys.argv[1:]
-if args == ["--build-info"]:  # as the real launcher: print the build, start nothing
-    print(json.dumps({"server": "/fake-store/server", "sglang": "0.5.20"}))
-    sys.exit(0)
-port = int(args[args.index("--port") + 1])
-if os.environ.get("FAKE_SERVER_DIES"):
-    print("fake server: dying on start", file=sys.stderr)
-    sys.exit(3)
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200 if self.path == "/health_generate" else 404)
-        self.end_headers()
-    def log_message(self, *a):
-        pass
-print("fake server:", " ".join(args), flush=True)
-http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
-"""
-FAKE_CURL = """#!{python}
-import sys, urllib.request, urllib.error
-try:
-    urllib.request.urlopen(sys.argv[-1], timeout=5)
-except urllib.error.HTTPError:
-    sys.exit(22)
-except OSError:
-    sys.exit(7)
-"""
-FAKE_BITEXACT = """#!/bin/sh
-echo "$*" >> "$FAKE_CALLS"
-echo "$BITEXACT_BUILD_INFO" >> "$FAKE_CALLS.build-info"
-exit "${FAKE_BITEXACT_EXIT:-0}"
-"""
-
-
-REFERENCE_RUN = "/fake-store/reference-no-spec-run"
-
-
-def run_battery(
-    locked: dict[str, Path], tmp_path: Path, name: str, reference_status: str = "0", **env: str
-) -> tuple[int, str, list[str]]:
-    """Run a battery's step script as its builder would (stand-ins for server, bitexact and curl; the
-    recording double's reference path pointed at a directory holding `reference_status`). Returns the
-    recorded status, the step's log and the bitexact calls."""
-    port = free_port()
-    script = gpu_checks(locked, port, False, f"g.runs.{nix_str(name)}.script")
-    reference = tmp_path / "reference-run"
-    reference.mkdir()
-    (reference / "status").write_text(reference_status + "\n")
-    (reference / "log").write_text("reference log\n")
-    script = script.replace(REFERENCE_RUN, str(reference))
+def run_script(script: str, tmp_path: Path, runner_exit: int) -> tuple[int, list[str]]:
+    """The run's builder script in a real bash with a stand-in runner that records its argv and exits."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    for exe, body in (("bitexact-server", FAKE_SERVER), ("curl", FAKE_CURL), ("bitexact", FAKE_BITEXACT)):
-        path = bin_dir / exe
-        path.write_text(body.replace("{python}", sys.executable))
-        path.chmod(path.stat().st_mode | stat.S_IXUSR)
-    calls = tmp_path / "calls"
-    out, tmp = tmp_path / "out", tmp_path / "tmp"
-    tmp.mkdir(exist_ok=True)
-    full_env = {
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "out": str(out),
-        "TMPDIR": str(tmp),
-        "FAKE_CALLS": str(calls),
-        **env,
-    }
-    done = subprocess.run(["bash", "-c", script], env=full_env, capture_output=True, text=True, timeout=120)
-    # The step itself always succeeds (its status is the verdict's business) and stops the server.
-    assert done.returncode == 0, done.stderr
-    with socket.socket() as s:
-        assert s.connect_ex(("127.0.0.1", port)) != 0, "the server was left running"
-    status = int((out / "status").read_text())
-    return status, (out / "log").read_text(), calls.read_text().splitlines() if calls.exists() else []
+    stand_in = bin_dir / "bitexact-gpu-checks"
+    stand_in.write_text(f'#!/bin/sh\necho "$@" > "$out/argv"\necho "a runner line"\nexit {runner_exit}\n')
+    stand_in.chmod(0o755)
+    out = tmp_path / "out"
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "out": str(out), "TMPDIR": str(tmp_path)}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr  # the run records the verdict, it does not fail the build
+    assert "a runner line" in done.stdout and (out / "log").read_text() == "a runner line\n"
+    return int((out / "status").read_text()), (out / "argv").read_text().split()
 
 
-def test_a_battery_passes_when_bitexact_says_equal(locked: dict[str, Path], tmp_path: Path) -> None:
-    status, log, calls = run_battery(locked, tmp_path, "gpu-parity-inflight-8")
-    assert status == 0, log
-    assert len(calls) == 2
-    reference = tmp_path / "reference-run" / "reference.json"
+@pytest.mark.parametrize("code", [0, 1, 2, 130])
+def test_the_run_keeps_the_runners_exit_status(locked: dict[str, Path], tmp_path: Path, code: int) -> None:
+    script = gpu_checks(locked, "g.run.script")
+    status, argv = run_script(script, tmp_path, code)
+    assert status == code and argv[0] == "run"
+
+
+def test_a_check_is_its_steps_verdict_in_the_run(locked: dict[str, Path], tmp_path: Path) -> None:
+    """A check's builder, run in bash with the real runner (`python -m gpuchecks verdict`) over a run's
+    results as the runner writes them: it passes exactly when its step passed."""
+    script = gpu_checks(locked, 'g.checks."gpu-repeat".script')
+    results = tmp_path / "run" / "results"
+    results.mkdir(parents=True)
+    (results / "run.json").write_text(json.dumps({"identity": {}, "out": str(results)}))
+    (tmp_path / "run" / "log").write_text("the run's log\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "bitexact-gpu-checks").write_text(f'#!/bin/sh\nexec {sys.executable} -m gpuchecks "$@"\n')
+    (bin_dir / "bitexact-gpu-checks").chmod(0o755)
+    script = script.replace("/fake-store/gpu-checks-run", str(tmp_path / "run"))
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+
+    def verdict(exit_code: int | None, **extra: Any) -> subprocess.CompletedProcess[str]:
+        entry = {"step": "gpu-repeat", "tree": "patched", "kind": "battery", "exit": exit_code, **extra}
+        (results / "verdicts.jsonl").write_text(json.dumps(entry) + "\n")
+        out = tmp_path / f"out-{exit_code}"
+        return subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script], env={**env, "out": str(out)}, capture_output=True,
+            text=True,
+        )  # fmt: skip
+
+    passed = verdict(0, results=[])
+    assert passed.returncode == 0 and "PASS       patched/gpu-repeat" in passed.stdout, passed.stderr
+    assert (tmp_path / "out-0").resolve() == (tmp_path / "run").resolve()
+    differs = verdict(1, results=[])
     assert (
-        calls[0].startswith("golden check sglang+http://127.0.0.1:") and f"--golden {reference}" in calls[0]
+        differs.returncode == 1
+        and "gpu-repeat failed" in differs.stderr
+        and "the run's log" in differs.stderr
     )
-    assert calls[1].startswith("parity sglang+http://127.0.0.1:") and "--inflight-a 8" in calls[1]
-    server_log = (tmp_path / "out" / "server-recipe.log").read_text()
-    assert "fake server: --variant recipe --host 127.0.0.1" in server_log
-    # every bitexact call saw the build the launcher described, written beside the step's output
-    info = tmp_path / "out" / "build-info.json"
-    assert (tmp_path / "calls.build-info").read_text().splitlines() == [str(info)] * 2
-    assert json.loads(info.read_text())["server"] == "/fake-store/server"
-
-
-def test_a_difference_fails_the_battery(locked: dict[str, Path], tmp_path: Path) -> None:
-    status, _, calls = run_battery(locked, tmp_path, "gpu-parity-inflight-8", FAKE_BITEXACT_EXIT="1")
-    assert status == 1 and len(calls) == 1  # the first failing command stops the battery
-
-
-def test_a_server_that_dies_fails_the_battery(locked: dict[str, Path], tmp_path: Path) -> None:
-    status, log, calls = run_battery(locked, tmp_path, "gpu-parity-forced-reject", FAKE_SERVER_DIES="1")
-    assert status == 2 and calls == []
-    assert "the forced-reject server did not come up" in log and "fake server: dying on start" in log
-
-
-def test_a_failed_reference_stops_the_battery_before_its_server(
-    locked: dict[str, Path], tmp_path: Path
-) -> None:
-    status, log, calls = run_battery(locked, tmp_path, "gpu-parity-recipe", reference_status="2")
-    assert status == 2 and calls == [] and "the no-spec reference could not be recorded" in log
-    assert not (tmp_path / "out" / "server-recipe.log").exists()
-
-
-def test_steps_run_one_after_another(locked: dict[str, Path]) -> None:
-    """Every step's run takes the previous one as an input, so Nix never runs two on the card at once."""
-    chain = gpu_checks(
-        locked, 30000, True, "builtins.mapAttrs (n: r: { inherit (r) after; out = r.outPath; }) g.runs"
+    left_out = verdict(None, left_out="needs 131136 tokens in one request; the recipe server holds 52000")
+    assert (
+        left_out.returncode == 0 and "LEFT-OUT   patched/gpu-repeat: needs 131136 tokens" in left_out.stdout
     )
-    order = ["gpu-kernels", "reference-no-spec-long", "reference-no-spec", *batteries()]
-    assert sorted(chain) == sorted(order)
-    ordered = sorted(chain, key=lambda n: order.index(n))
-    assert ordered == order
-    assert chain[order[0]]["after"] == ""
-    for before, step in zip(order, order[1:], strict=False):
-        assert chain[step]["after"] == chain[before]["out"], step
-
-
-def verdict(locked: dict[str, Path], tmp_path: Path, status: str) -> subprocess.CompletedProcess[str]:
-    script = gpu_checks(locked, 30000, False, 'g.checks."gpu-repeat".script')
-    run = tmp_path / f"run-{status}"
-    run.mkdir()
-    (run / "status").write_text(status + "\n")
-    (run / "log").write_text("repeat: 1200/1200 identical\n" if status == "0" else "repeat: 3 divergences\n")
-    script = script.replace("/fake-store/gpu-repeat-run", str(run))
-    env = {**os.environ, "out": str(tmp_path / f"verdict-{status}")}
-    return subprocess.run(["bash", "-euo", "pipefail", "-c", script], env=env, capture_output=True, text=True)
-
-
-def test_the_check_fails_exactly_when_its_step_did(locked: dict[str, Path], tmp_path: Path) -> None:
-    passed = verdict(locked, tmp_path, "0")
-    assert passed.returncode == 0 and (tmp_path / "verdict-0").resolve() == (tmp_path / "run-0")
-    failed = verdict(locked, tmp_path, "1")
-    assert failed.returncode == 1
-    assert "gpu-repeat failed (exit 1)" in failed.stderr and "repeat: 3 divergences" in failed.stderr
-
-
-def test_the_outputs_adapter() -> None:
-    """nix/gpu-checks.nix as nix/outputs.nix calls it: every battery plus gpu-kernels, all needing the
-    cuda feature, and the record-golden app on gpu-golden's passthru."""
-    got = nix_eval(
-        f"let d = {NIXPKGS_DOUBLES}; out = import ./nix/gpu-checks.nix {{ pkgs = d; recipe = {READ_RECIPE}; "
-        'packages.bitexact = "/fake-store/bitexact"; python = d.python312; '
-        'mkServer = args: { outPath = "/fake-store/server"; '
-        'passthru = { venv = "/fake-store/venv"; sglang = "/fake-store/sglang"; }; }; }; '
-        "in { names = builtins.attrNames out; "
-        "features = builtins.mapAttrs (n: c: c.run.requiredSystemFeatures) out; "
-        'kernelPython = (builtins.head (builtins.filter (p: (p.name or "") == "python") '
-        "out.gpu-kernels.run.nativeBuildInputs)).text; "
-        # nix/outputs.nix reads it as gpu-golden.recordGolden (passthru lands on the derivation).
-        "app = out.gpu-golden.recordGolden.name; "
-        "tree = out.gpu-kernels.run.BITEXACT_SGLANG_TREE; "
-        "python = out.gpu-kernels.run.script; "
-        'bitexact = (builtins.head (builtins.filter (p: (p.name or "") == "bitexact") '
-        "out.gpu-parity-long.run.nativeBuildInputs)).text; }"
+    (results / "verdicts.jsonl").write_text("")
+    missing = subprocess.run(
+        ["bash", "-c", script], env={**env, "out": str(tmp_path / "o")}, capture_output=True, text=True
     )
-    assert got["names"] == sorted([*batteries(), "gpu-kernels"])
-    assert set(map(tuple, got["features"].values())) == {("cuda",)}
-    assert got["app"] == "record-golden"
-    assert got["tree"] == "/fake-store/sglang/lib/python3.12/site-packages"
-    assert "python -m pytest" in got["python"] and "--junitxml" in got["python"]
-    # The kernel tests start under the launcher's driver discovery (the driver on the library path
-    # from the start, TRITON_LIBCUDA_PATH set); no step looks for a host binary (nvidia-smi).
-    assert "/fake-store/server/bin/bitexact-driver exec \\\n  python -m pytest" in got["python"]
-    assert "TRITON_LIBCUDA_PATH=" not in got["python"] and "/run/opengl-driver/bin" not in got["python"]
-    # bitexact runs on the server venv's Python (its transformers tokenizes the long prompts), built for
-    # that Python (3.12), not nixpkgs' default python3.
-    assert "exec /fake-store/venv/bin/python -m bitexact" in got["bitexact"]
-    assert "export PYTHONPATH=/fake-store/bitexact/lib/python3.12/site-packages" in got["bitexact"]
-    # The kernel tests' Python: the venv's packages ahead of nixpkgs' pytest (and its packaging, ...).
-    pythonpath = got["kernelPython"].split("export PYTHONPATH=", 1)[1].split("${", 1)[0].split(":")
-    assert pythonpath[0] == "/fake-store/venv/lib/python3.12/site-packages", pythonpath
-    assert pythonpath[1:] == ["/fake-store/pytest/lib/python3.12/site-packages"], pythonpath
-    assert "exec /fake-store/venv/bin/python" in got["kernelPython"]
+    assert missing.returncode == 1 and "no verdict for step 'gpu-repeat'" in missing.stderr
 
 
-def test_gpu_kernels_fails_on_skipped_or_missing_tests(tmp_path: Path) -> None:
-    """The guard in gpu-kernels' script, run on real pytest JUnit output: a skip (what every GPU test
-    does without CUDA) must fail the check; all tests run must pass it."""
-    script = nix_eval(
-        f"let d = {NIXPKGS_DOUBLES}; out = import ./nix/gpu-checks.nix {{ pkgs = d; recipe = {READ_RECIPE}; "
-        'packages.bitexact = "/b"; python = d.python312; mkServer = a: { outPath = "/s"; '
-        'passthru = { venv = "/v"; sglang = "/g"; }; }; }; in out.gpu-kernels.run.script'
+def test_record_golden_calls_the_runners_record(locked: dict[str, Path], tmp_path: Path) -> None:
+    """The app, run by a real bash with the runner a function that prints its argv: the runner's `record`
+    on the plan, the patched tree and its launcher, the repository's goldens, the app's arguments after
+    `--` for each bitexact command."""
+    app = gpu_checks(locked, "{ inherit (g.record-golden) name text; }")
+    assert app["name"] == "record-golden"
+    (tmp_path / "flake.nix").write_text("{}")
+    (tmp_path / "checks" / "golden").mkdir(parents=True)
+    script = (
+        'bitexact-gpu-checks() { python3 -c "import json, sys; print(json.dumps(sys.argv[1:]))" "$@"; }\n'
+        "set -- --build-id 'a b'\n" + app["text"].replace("exec bitexact-gpu-checks", "bitexact-gpu-checks")
     )
-    guard = script.split("<<'EOF'\n", 1)[1].split("\nEOF", 1)[0]
-    cases = {"skipped": "@pytest.mark.skip(reason='no CUDA')\ndef test_b():\n    pass\n", "ran": ""}
-    for name, extra in cases.items():
-        tests = tmp_path / name
-        tests.mkdir()
-        (tests / "test_k.py").write_text("import pytest\n\ndef test_a():\n    pass\n\n" + extra)
-        junit = tests / "junit.xml"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                f"--junitxml={junit}",
-                str(tests),
-            ],
-            capture_output=True,
-        )
-        done = subprocess.run([sys.executable, "-", str(junit)], input=guard, capture_output=True, text=True)
-        if name == "skipped":
-            assert done.returncode == 1 and "2 tests, 1 skipped" in done.stderr
-        else:
-            assert done.returncode == 0, done.stderr
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
+    argv = json.loads(done.stdout)
+    assert argv[0] == "record" and argv[argv.index("--plan") + 1].endswith("gpu-plan-qwen3.8-27b-exact.json")
+    assert (
+        argv[argv.index("--golden-dir") + 1] == "checks/golden" and argv[argv.index("--port") + 1] == "30000"
+    )
+    assert (
+        argv[argv.index("--tree") + 1] == "patched=/fake-store/tree"
+        and "stock=/fake-store/stock-tree" not in argv
+    )
+    assert argv[-3:] == ["--", "--build-id", "a b"]
 
 
 def test_the_record_golden_app_passes_shellcheck(locked: dict[str, Path], tmp_path: Path) -> None:
     """writeShellApplication runs shellcheck when it builds; a finding would break the app."""
-    text = gpu_checks(locked, 30000, False, "g.record-golden.text")
+    text = gpu_checks(locked, "g.record-golden.text")
     done = shellcheck_as_nixpkgs(text, tmp_path)
     assert done.returncode == 0, done.stdout
+
+
+def test_the_outputs_adapter() -> None:
+    """nix/gpu-checks.nix as nix/outputs.nix calls it: every step's check, the run needing the cuda
+    feature, the runner on the server venv's Python, the stock server from mkStockServer, and the
+    record-golden app on gpu-golden's passthru."""
+    server = (
+        'args: { outPath = "/fake-store/server"; passthru = { venv = "/fake-store/venv"; '
+        'sglang = "/fake-store/sglang"; }; }'
+    )
+    stock = (
+        'args: { outPath = "/fake-store/stock-server"; passthru = { venv = "/fake-store/venv"; '
+        'sglang = "/fake-store/stock-sglang"; }; }'
+    )
+    got = nix_eval(
+        f"let d = {NIXPKGS_DOUBLES}; out = import ./nix/gpu-checks.nix {{ pkgs = d; recipe = {READ_RECIPE}; "
+        'packages = { bitexact = "/fake-store/bitexact"; gpu-checks = "/fake-store/gpu-checks"; }; '
+        f"python = d.python312; mkServer = {server}; mkStockServer = {stock}; }}; "
+        "in { names = builtins.attrNames out; run = out.gpu-kernels.run.requiredSystemFeatures; "
+        "app = out.gpu-golden.recordGolden.name; "
+        'runner = (builtins.head (builtins.filter (p: (p.name or "") == "bitexact-gpu-checks") '
+        "out.gpu-kernels.run.nativeBuildInputs)).text; }"
+    )
+    assert got["names"] == sorted(n for n in step_names() if not n.startswith("reference-"))
+    assert got["run"] == ["cuda"] and got["app"] == "record-golden"
+    assert "exec /fake-store/venv/bin/python -m gpuchecks" in got["runner"]
+    assert "export PYTHONPATH=/fake-store/gpu-checks/lib/python3.12/site-packages" in got["runner"]
 
 
 def test_every_battery_command_parses_with_the_real_bitexact_cli() -> None:
