@@ -243,7 +243,7 @@ def test_the_run_calls_the_runner_whole_on_the_plan(locked: dict[str, Path]) -> 
         "patched=/fake-store/server/bin/bitexact-server",
         "stock=/fake-store/stock-server/bin/bitexact-server",
     ]
-    # the repository's folders, copied into the store by the evaluation (checks/gpu, patches/sglang, checks/golden)
+    # the repository folders, copied into the store (checks/gpu, patches/sglang, checks/golden)
     assert pairs["--kernel-checks"].endswith("-gpu") and pairs["--series"].endswith("-sglang")
     assert pairs["--golden-dir"].endswith("-golden") and pairs["--python"] == "/fake-store/python/bin/python"
     assert (
