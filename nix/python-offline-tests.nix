@@ -88,7 +88,7 @@ in
     runCommand "python-offline-tests"
       {
         # git: the lock tool's tests build throwaway repositories; util-linux: setsid, with which
-        # checks/e2e/campaign.sh detaches its phases (test_e2e_campaign.py); patch, tar and cc (the
+        # checks/e2e/host.sh starts the runner in the background (test_e2e_host.py); patch, tar and cc (the
         # driver stand-ins of checks/offline/driver_standins.py are compiled) come with stdenv.
         nativeBuildInputs = [
           (python3.withPackages (ps: map (name: ps.${name}) pythonPackages))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18 on the lent H200, after `checks/e2e/h200.sh stash` and `build` (trees and deps under $E2E_WORK).
+# Issue 18 on the lent H200, after `checks/e2e/host.sh stash` and `build` (trees and deps under $E2E_WORK).
 #   bash bench/kernels/exact_gemm_h200.sh sweep [bench_exact_gemm.py options]
 #        the sweep on the patched tree: $OUT/sweep/{progress.jsonl, exact-gemm-*.json, summary.txt}
 #   bash bench/kernels/exact_gemm_h200.sh fit
@@ -17,7 +17,7 @@ out=${OUT:?OUT: the folder whose files come back}
 step=${1:?step: sweep, fit or checks}
 shift
 for tree in patched stock; do
-  [ -d "$work/$tree/sglang" ] || { echo "exact_gemm_h200: $work/$tree missing: run checks/e2e/h200.sh stash and build first" >&2; exit 2; }
+  [ -d "$work/$tree/sglang" ] || { echo "exact_gemm_h200: $work/$tree missing: run checks/e2e/host.sh stash and build first" >&2; exit 2; }
 done
 export PYTHONUNBUFFERED=1 SGLANG_ENABLE_JIT_DEEPGEMM=0
 # SGLang's utilities import msgspec and friends at module level: the assembled deps come after the tree.

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
-# Issue 11 on a GPU host with no network, after checks/e2e/h200.sh stash and build (docs/performance.md has
+# Issue 11 on a GPU host with no network, after checks/e2e/host.sh stash and build (docs/performance.md has
 # the whole call plan). State lives under $E2E_WORK (trees, deps) and $PERF_RESULTS (results, kept across
 # calls while the machine is held); each call packs what it finished into $OUT.
 #   bash bench/perf/h200.sh model [--layers N]       write the 27B-shaped configs to .e2e/perf-27b
 #   bash bench/perf/h200.sh measure SERVER [run.py measure options]
 #        SERVER: exact-spec, stock-spec, exact-no-spec or stock-no-spec (run.py measure --server)
-# `bash checks/e2e/campaign.sh start ID perf` runs all four in the background, across calls.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 work=${E2E_WORK:-/tmp/bitexact-e2e}

@@ -11,7 +11,7 @@ preflight rightly refuses a stock tree). Through the router:
 Each replica's log is kept, and the number of batches each one ran is counted from it.
 
 Usage (repository root, after assemble.py and tiny_model.py; sglang_router importable from --router-site):
-    python checks/e2e/router.py --work WORK --tree patched --out OUT --router-site DIR [--golden FILE]
+    python bench/perf/router.py --work WORK --tree patched --out OUT --router-site DIR [--golden FILE]
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def batches_per_replica(logs: Path) -> dict[str, int]:
     }
 
 
-@ra.one_line("checks/e2e/router.py")
+@ra.one_line("bench/perf/router.py")
 def main(argv: list[str] | None = None) -> int:
     parser = ra.strict_parser(description=__doc__.split("\n\n")[0])
     once = {"action": ra.Once}

@@ -37,7 +37,7 @@ Per server, each stage is written as it finishes and skipped on a rerun when its
 then the server stops and `run.json` records the timings. `--out` packs the results into the device tool's
 $OUT after every stage (at most 8 files come back: one tarball with the traces and one text per server).
 
-Usage (repository root, GPU host, after checks/e2e/h200.sh stash/build and bench/perf/h200.sh model):
+Usage (repository root, GPU host, after checks/e2e/host.sh stash/build and bench/perf/h200.sh model):
     python bench/perf/run.py measure --work WORK --results DIR --server exact-spec --out "$OUT"
     python bench/perf/run.py warm --work WORK --server exact-spec --log FILE [--mem-fraction-static F]
     python bench/perf/run.py pack --results DIR --out "$OUT"
@@ -176,8 +176,8 @@ def check_ready(work: Path) -> None:
     ]
     if missing:
         raise RunError(
-            f"not assembled: {', '.join(missing)} missing. Run `bash checks/e2e/h200.sh stash ...` and "
-            "`bash checks/e2e/h200.sh build` first (docs/performance.md, calls 1 and 2); a machine that was "
+            f"not assembled: {', '.join(missing)} missing. Run `bash checks/e2e/host.sh stash ...` and "
+            "`bash checks/e2e/host.sh build` first (docs/performance.md, calls 1 and 2); a machine that was "
             "given back between calls starts bare"
         )
     for folder in model_dirs():

@@ -89,8 +89,8 @@ case "$step" in
     : > "$bg/log"
     # shellcheck disable=SC2016  # expanded by the background shell
     setsid bash -c '
-      stat=$(cat /proc/$$/stat); stat=${stat##*) }; set -- $stat; echo "$$ ${20}" > "$0/pid"
-      bash checks/e2e/host.sh record -- --build-id "$1"; echo "record exit $?"
+      id=$1; stat=$(cat /proc/$$/stat); stat=${stat##*) }; set -- $stat; echo "$$ ${20}" > "$0/pid"
+      bash checks/e2e/host.sh record -- --build-id "$id"; echo "record exit $?"
       bash checks/e2e/host.sh run ${HOST_RUN_ARGS:-}; echo "run exit $?"
       touch "$0/done"' "$bg" "$build_id" >> "$bg/log" 2>&1 < /dev/null &
     for _ in $(seq 100); do [ -s "$bg/pid" ] && break; sleep 0.1; done

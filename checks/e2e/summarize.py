@@ -1,4 +1,4 @@
-"""Summarise an end-to-end run (batteries.py's OUT/e2e/<tree>/): one line per battery (verdict, prompts
+"""Summarise an end-to-end run (the old batteries runner's OUT/e2e/<tree>/, as the evidence folders up to 2026-12-03 hold them): one line per battery (verdict, prompts
 equal/differing, token ids differing), the speculation the server reported in the checks' results
 (verify steps, drafts accepted of proposed, mean accept length per prompt, prompts with partial
 acceptance), and the capacity tables: which server setting moved answers away from the no-spec
@@ -57,7 +57,7 @@ def verdict_lines(tree: Path) -> list[str]:
             else:
                 parts.append(str(summary).splitlines()[0][:120] if summary else "")
         verdict = {0: "EQUAL/OK", 1: "DIFFERS"}.get(entry["exit"], f"ERROR ({entry['exit']})")
-        # a rerun runs an errored battery again (batteries.py): the last verdict of a name is the one
+        # a rerun runs an errored battery again (the old batteries runner): the last verdict of a name is the one
         later = any(other["name"] == entry["name"] for other in entries[at + 1 :])
         lines.append(
             f"{entry['name']:<26} {verdict:<9} "
@@ -115,7 +115,7 @@ Trees = dict[str, list[Path]]
 
 
 def by_tree(folders: list[Path]) -> Trees:
-    """Result folders grouped by their tree (a folder's name, batteries.py's OUT/<tree>), in order."""
+    """Result folders grouped by their tree (a folder's name, the old runner's OUT/<tree>), in order."""
     trees: Trees = {}
     for folder in folders:
         same = trees.setdefault(folder.name, [])
@@ -228,7 +228,7 @@ def main(argv: list[str]) -> int:
             hint = f"; it holds {', '.join(f'{name}/{t}' for t in trees)}" if trees else ""
             print(
                 f"summarize.py: {name} has no verdicts.jsonl: "
-                f"give batteries.py's OUT/e2e/<tree> folders{hint}",
+                f"give the old runner's OUT/e2e/<tree> folders{hint}",
                 file=sys.stderr,
             )
             return 2

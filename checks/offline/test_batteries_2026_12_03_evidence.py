@@ -25,12 +25,12 @@ import test_capacity_2026_12_03_evidence as capacity_evidence
 REPO = Path(__file__).resolve().parents[2]
 E2E = REPO / "docs" / "evidence" / "batteries-h200-2026-12-03" / "e2e"
 GOLDENS = REPO / "checks" / "golden" / "h200"
-# the streams' result folders, as campaign.sh's plan batteries names them
+# the streams' result folders, as the campaign of that day named them
 PATCHED = ("e2e", "e2e-radix", "e2e-radix-reject", "e2e-capacity")
 # battery -> (server variant, server_args key, value, long prompts sent): the capacity run's own table
 CAPACITY = capacity_evidence.CAPACITY
-# every radix battery of the plan (checks/e2e/batteries.json)
-PLAN = json.loads((REPO / "checks" / "e2e" / "batteries.json").read_text())
+# every radix battery of the plan (checks/plans/e2e-tiny-hybrid.json)
+PLAN = json.loads((REPO / "checks" / "plans" / "e2e-tiny-hybrid.json").read_text())
 RADIX = tuple(b["name"] for b in PLAN["batteries"] if b["name"].startswith("gpu-radix-"))
 
 
