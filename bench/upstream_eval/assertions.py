@@ -251,34 +251,62 @@ def nix2container_keeps_its_nixpkgs(lock: Mapping[str, Any], upstream_lock: Mapp
 
 
 def gpu_checks_shape(checks: Mapping[str, Derivations], python_site: str) -> Result:
-    """The verdicts ask for no `cuda` (they read status files), the runs do; bitexact on the venv's
-    Python is built for it; the kernel tests' Python puts the venv's packages ahead of nixpkgs' pytest.
-    (Each check's closure holds the steps before it, so wrappers are judged once each.)"""
+    """One run asks for `cuda` and calls the runner (`bitexact-gpu-checks run`) whole on the plan Nix wrote;
+    every check is that run's verdict for its own step (`bitexact-gpu-checks verdict`) and asks for no
+    GPU; the runner and bitexact run on the venv's Python (built for it); the kernel checks' Python puts
+    the venv's packages ahead of nixpkgs' pytest."""
     details = []
     wrappers: dict[str, Mapping[str, Any]] = {}
+    runs: set[str] = set()
     for name, closure in sorted(checks.items()):
         top = next(d for d in closure.values() if d["name"] == name)
-        if "cuda" in words(env_of(top).get("requiredSystemFeatures", "")):
+        env = env_of(top)
+        builder = str(env.get("buildCommand", ""))
+        if "cuda" in words(env.get("requiredSystemFeatures", "")):
             details.append(f"{name}: the verdict asks for cuda")
-        runs = by_name(closure, f"{name}-run")
-        if not runs or "cuda" not in words(env_of(runs[0]).get("requiredSystemFeatures", "")):
-            details.append(f"{name}: its run does not ask for cuda")
-        wrappers.update({p: d for p, d in closure.items() if d["name"] in ("bitexact", "python")})
+        if "bitexact-gpu-checks verdict " not in builder or name not in builder:
+            details.append(f"{name}: its builder is not the runner's verdict of {name}")
+        run = by_name(closure, "gpu-checks-run")
+        if len(run) != 1:
+            details.append(f"{name}: {len(run)} gpu-checks-run derivations in its closure, not one")
+            continue
+        run_env = env_of(run[0])
+        runs.add(out_path(run[0]))
+        if "cuda" not in words(run_env.get("requiredSystemFeatures", "")):
+            details.append("gpu-checks-run does not ask for cuda")
+        command = str(run_env.get("buildCommand", "")).replace("'", "")
+        plans = [d for d in closure.values() if str(d.get("name", "")).startswith("gpu-plan-")]
+        if (
+            "bitexact-gpu-checks run " not in command
+            or not plans
+            or f"--plan {out_path(plans[0])}" not in command
+        ):
+            details.append(
+                "gpu-checks-run does not call `bitexact-gpu-checks run --plan <the plan Nix wrote>`"
+            )
+        wanted = ("bitexact", "python", "bitexact-gpu-checks")
+        wrappers.update({p: d for p, d in closure.items() if d["name"] in wanted})
+    if len(runs) > 1:
+        details.append(f"the checks read {len(runs)} different runs, not one")
     for drv in wrappers.values():
         text = str(env_of(drv).get("text", ""))
         if "export PYTHONPATH=" not in text:
             continue
         entries = text.split("export PYTHONPATH=", 1)[1].split("$", 1)[0].split(":")
-        if drv["name"] == "bitexact" and not all(f"/{python_site}" in e for e in entries if e):
+        if drv["name"] != "python" and not all(f"/{python_site}" in e for e in entries if e):
             details.append(
-                f"bitexact wrapper: PYTHONPATH {':'.join(entries)} is not the venv Python's ({python_site})"
+                f"{drv['name']} wrapper: PYTHONPATH {':'.join(entries)} is not the venv Python's "
+                f"({python_site})"
             )
+        if drv["name"] == "bitexact-gpu-checks" and "-m gpuchecks" not in text:
+            details.append("the runner's wrapper does not run `python -m gpuchecks`")
         if drv["name"] == "python" and ("pytest" in entries[0] or "venv" not in entries[0]):
             details.append(
                 f"kernel tests' python: PYTHONPATH starts with {entries[0]}, not the venv's site-packages"
             )
     return Result(
-        "GPU checks: verdicts need no GPU, runs do; bitexact and pytest fit the venv's Python",
+        "GPU checks: one run of the runner on the plan, asking for cuda; each check its step's verdict, "
+        "needing no GPU; the runner, bitexact and pytest fit the venv's Python",
         not details,
-        details or [f"{len(checks)} GPU checks, {len(wrappers)} Python wrappers"],
+        details or [f"{len(checks)} GPU checks of {len(runs)} run, {len(wrappers)} Python wrappers"],
     )

@@ -1,5 +1,5 @@
-"""Summarise an end-to-end run (the old batteries runner's OUT/e2e/<tree>/, as the evidence folders up to 2026-12-03 hold them): one line per battery (verdict, prompts
-equal/differing, token ids differing), the speculation the server reported in the checks' results
+"""Summarise the result folders of the end-to-end runs in docs/evidence up to 2026-12-03 (OUT/e2e/<tree>/,
+as the runner before bitexact-gpu-checks wrote them): one line per battery (verdict, prompts equal/differing, token ids differing), the speculation the server reported in the checks' results
 (verify steps, drafts accepted of proposed, mean accept length per prompt, prompts with partial
 acceptance), and the capacity tables: which server setting moved answers away from the no-spec
 reference, and away from the same tree's recipe server at the recipe's own settings (speculation on in
@@ -57,7 +57,7 @@ def verdict_lines(tree: Path) -> list[str]:
             else:
                 parts.append(str(summary).splitlines()[0][:120] if summary else "")
         verdict = {0: "EQUAL/OK", 1: "DIFFERS"}.get(entry["exit"], f"ERROR ({entry['exit']})")
-        # a rerun runs an errored battery again (the old batteries runner): the last verdict of a name is the one
+        # a rerun ran an errored battery again: the last verdict of a name is the one
         later = any(other["name"] == entry["name"] for other in entries[at + 1 :])
         lines.append(
             f"{entry['name']:<26} {verdict:<9} "

@@ -17,18 +17,24 @@ from canned_sglang import CannedSGLang  # noqa: E402
 
 RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 SOURCES = [
-    REPO / p for p in ("pkgs/bitexact/src", "pkgs/server/src", "pkgs/lock/src", "images/entrypoint/src")
+    REPO / p
+    for p in (
+        "pkgs/bitexact/src",
+        "pkgs/server/src",
+        "pkgs/lock/src",
+        "pkgs/gpu-checks/src",
+        "images/entrypoint/src",
+    )
 ]
 PROGRAMS = {
     "bitexact": ["-m", "bitexact"],
     "pinlock": ["-m", "pinlock.cli"],
     "launcher": ["-m", "exactlaunch.cli"],
     "entrypoint": ["-m", "image_entrypoint.main"],
-    "e2e": [str(REPO / "checks" / "e2e" / "batteries.py")],
+    "gpu-checks": ["-m", "gpuchecks"],
     "fleet": ["-m", "exactlaunch.fleet"],
-    "e2e-goldens": [str(REPO / "checks" / "e2e" / "goldens.py")],
     "e2e-assemble": [str(REPO / "checks" / "e2e" / "assemble.py")],
-    "e2e-router": [str(REPO / "checks" / "e2e" / "router.py")],
+    "perf-router": [str(REPO / "bench" / "perf" / "router.py")],
     "perf-run": [str(REPO / "bench" / "perf" / "run.py")],
     "perf-prefill": [str(REPO / "bench" / "perf" / "prefill.py")],
 }
@@ -37,11 +43,10 @@ COMMAND_NAMES = {  # how the docs name each program (the names the flake's apps 
     "pinlock": "nix run .#lock --",
     "launcher": "bitexact-server",
     "entrypoint": "docker run IMAGE",
-    "e2e": "checks/e2e/batteries.py",
+    "gpu-checks": "bitexact-gpu-checks",
     "fleet": "python -m exactlaunch.fleet",
-    "e2e-goldens": "checks/e2e/goldens.py",
     "e2e-assemble": "checks/e2e/assemble.py",
-    "e2e-router": "checks/e2e/router.py",
+    "perf-router": "bench/perf/router.py",
     "perf-run": "bench/perf/run.py",
     "perf-prefill": "bench/perf/prefill.py",
 }
@@ -357,7 +362,33 @@ common = ("--prompts", "{tmp}/p.jsonl", "--max-new-tokens", "4", "--top-logprobs
 golden_args = ("--recipe", str(RECIPE), "--variant", "no-spec", "--card", "h200", "--golden-dir", "{tmp}/g")
 
 # the end-to-end runner's arguments, good ones (cases add the bad one)
-e2e_args = ("--work", "{tmp}/w", "--tree", "patched", "--out", "{tmp}/o")
+# The runner over the committed plan with a patched tree (a folder holding sglang/srt and the series'
+# manifest), the goldens and OUT under the case's folder.
+gc_args = (
+    "run",
+    "--plan",
+    str(REPO / "checks" / "plans" / "e2e-tiny-hybrid.json"),
+    "--recipe",
+    str(REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"),
+    "--tree",
+    "patched={tmp}/w/patched",
+    "--golden-dir",
+    "{tmp}/g",
+    "--out",
+    "{tmp}/o",
+)
+gc_tree = write("w/patched/sglang/srt/bitexact_manifest.json", "{}")
+gc_golden = write("g/README.md", "goldens")
+
+
+def gc_ready(tmp: Path) -> None:
+    gc_tree(tmp)
+    gc_golden(tmp)
+
+
+def gc_nothing_written(tmp: Path) -> str | None:
+    return "a verdict was written" if (tmp / "o" / "verdicts.jsonl").exists() else None
+
 
 CASES: list[Case] = [
     # bitexact: command line and engine strings
@@ -2594,67 +2625,85 @@ CASES: list[Case] = [
         2,
         r"not a TCP port: '70000'",
     ),
-    # the end-to-end runner
+    # the GPU checks' runner
     Case(
-        "e2e-port-taken",
-        "e2e",
+        "gc-port-taken",
+        "gpu-checks",
         "a port another server holds",
-        (
-            "--work",
-            "{tmp}/w",
-            "--tree",
-            "patched",
-            "--out",
-            "{tmp}/o",
-            "--port",
-            "{busy_port}",
-            "--only",
-            "gpu-parity-recipe",
-        ),
+        (*gc_args, "--port", "{busy_port}", "--only", "gpu-parity-recipe"),
         2,
         r"port \d+ is taken \(pid \d+: .*\): a server left by an earlier run",
+        gc_ready,
+        check=gc_nothing_written,
     ),
     Case(
-        "e2e-not-ready",
-        "e2e",
+        "gc-tree-missing",
+        "gpu-checks",
         "a GPU machine without the assembled trees (a fresh one: the machine that built them went back)",
-        (*e2e_args, "--port", "{free_port}", "--only", "gpu-parity-recipe"),
+        (*gc_args, "--port", "{free_port}", "--only", "gpu-parity-recipe"),
         2,
-        r"not ready: .*/w/patched/sglang, .*/w/deps/\.complete.* missing\. Run `bash checks/e2e/h200\.sh "
-        r"stash",
-        check=lambda tmp: "a verdict was written"
-        if (tmp / "o" / "patched" / "verdicts.jsonl").exists()
-        else None,
+        r"--tree patched=.*/w/patched: no sglang/srt there; give the site-packages folder that holds sglang/",
+        gc_golden,
+        check=gc_nothing_written,
     ),
     Case(
-        "e2e-golden-dir",
-        "e2e",
-        "a battery that needs the card's goldens, without --golden-dir",
-        ("--work", "{tmp}/w", "--tree", "patched", "--out", "{tmp}/o", "--only", "gpu-radix-golden"),
+        "gc-tree-not-patched",
+        "gpu-checks",
+        "a tree without the series' manifest given as the patched tree",
+        (*gc_args, "--only", "gpu-parity-recipe"),
         2,
-        r"gpu-radix-golden compares with the card's goldens: give --golden-dir",
+        r"--tree patched=.*: no sglang/srt/bitexact_manifest.json \(the series' manifest\): it is not a "
+        r"patched tree",
+        both(write("w/patched/sglang/srt/__init__.py", ""), gc_golden),
+        check=gc_nothing_written,
     ),
     Case(
-        "e2e-goldens-step",
-        "e2e-goldens",
-        "a golden check step without its tree",
-        ("--work", "{tmp}/w", "--out", "{tmp}/o", "--golden-dir", "{tmp}/g", "check:stock", "record"),
+        "gc-golden-dir-missing",
+        "gpu-checks",
+        "no goldens folder (the golden checks compare with it)",
+        (*gc_args, "--only", "gpu-golden"),
         2,
-        r"step 'check:stock': write check:NAME=TREE\[:VARIANT\]",
-        check=lambda tmp: None if not (tmp / "o").exists() else "a step ran before the plan was refused",
+        r"--golden-dir .*/g: no such folder \(the goldens: checks/golden\)",
+        gc_tree,
     ),
     Case(
-        "e2e-goldens-no-tree",
-        "e2e-goldens",
-        "a golden check of a tree that was never assembled",
-        ("--work", "{tmp}/w", "--out", "{tmp}/o", "--golden-dir", "{tmp}/g", "check:x=revert-0003"),
+        "gc-kernels-without-checks",
+        "gpu-checks",
+        "the kernel step without the kernel checks or the series",
+        (*gc_args, "--only", "gpu-kernels"),
         2,
-        r"no tree .*revert-0003: assemble.py build makes patched/ and stock/, assemble.py tree --name NAME",
-        check=lambda tmp: None if not (tmp / "o").exists() else "a step ran before the plan was refused",
+        r"the plan's kernel phase needs --kernel-checks DIR \(checks/gpu\) and --series DIR",
+        gc_ready,
     ),
     Case(
-        "e2e-router-no-site",
-        "e2e-router",
+        "gc-lanes-without-share",
+        "gpu-checks",
+        "several lanes on one card at the recipe's memory share",
+        (*gc_args, "--lanes", "3"),
+        2,
+        r"--lanes 3 puts 3 servers on one card: give --mem-fraction-static F with 3 x F <= 0.9",
+        gc_ready,
+    ),
+    Case(
+        "gc-plan-schema",
+        "gpu-checks",
+        "a plan of another schema (exported by another checkout)",
+        ("steps", "--plan", "{tmp}/plan.json"),
+        2,
+        r"plan .*plan.json has schema 2; this runner reads schema 1: export the plan with this checkout's",
+        write("plan.json", '{"schema": 2}'),
+    ),
+    Case(
+        "gc-verdict-no-run",
+        "gpu-checks",
+        "a step's verdict asked of a folder no run wrote",
+        ("verdict", "{tmp}", "gpu-repeat"),
+        2,
+        r"no run.json: not a run's OUT folder",
+    ),
+    Case(
+        "router-no-site",
+        "perf-router",
         "a router site without SGLang's router in it",
         ("--work", "{tmp}/w", "--tree", "patched", "--out", "{tmp}/o", "--router-site", "{tmp}/site"),
         2,
@@ -3108,68 +3157,51 @@ CASES += [
         r"refusing to start: BITEXACT_RECIPE: '.*r.json\\r' holds '\\r'",
         env={"BITEXACT_RECIPE": "{tmp}/r.json\r"},
     ),
-    # the end-to-end runners' arguments
+    # the GPU checks' runner's arguments
     Case(
-        "e2e-port-digits",
-        "e2e",
+        "gc-port-digits",
+        "gpu-checks",
         "--port in Arabic-Indic digits",
-        (*e2e_args, "--port", "\u0663\u0660\u0660\u0660\u0660"),
+        (*gc_args, "--port", "\u0663\u0660\u0660\u0660\u0660"),
         2,
         r"argument --port: not a TCP port: '\u0663\u0660\u0660\u0660\u0660'",
     ),
     Case(
-        "e2e-only-unknown",
-        "e2e",
-        "--only naming no battery (nothing would run, exit 0)",
-        (*e2e_args, "--only", "gpu-parity-recipes"),
+        "gc-only-unknown",
+        "gpu-checks",
+        "--only naming no step (nothing would run, exit 0)",
+        (*gc_args, "--only", "gpu-parity-recipes"),
         2,
-        r"--only names \['gpu-parity-recipes'\], which are not among \['gpu-parity-recipe', ",
+        r"--only names gpu-parity-recipes, which the plan does not hold \(gpu-kernels, reference-no-spec, ",
+        gc_ready,
     ),
     Case(
-        "e2e-timeout-inf",
-        "e2e",
+        "gc-timeout-inf",
+        "gpu-checks",
         "--start-timeout inf",
-        (*e2e_args, "--start-timeout", "inf"),
+        (*gc_args, "--start-timeout", "inf"),
         2,
         r"argument --start-timeout: not a number of seconds from 0 to a week: 'inf'",
     ),
     Case(
-        "e2e-memory-over-one",
-        "e2e",
+        "gc-memory-over-one",
+        "gpu-checks",
         "--mem-fraction-static 2",
-        (*e2e_args, "--mem-fraction-static", "2"),
+        (*gc_args, "--mem-fraction-static", "2"),
         2,
         r"argument --mem-fraction-static: '2' is not a fraction between 0 and 1",
     ),
     Case(
-        "e2e-option-twice",
-        "e2e",
+        "gc-option-twice",
+        "gpu-checks",
         "--out given twice (the last would win)",
-        (*e2e_args, "--out", "{tmp}/p"),
+        (*gc_args, "--out", "{tmp}/p"),
         2,
         r"--out given twice \(.*/o and .*/p\): give it once",
     ),
     Case(
-        "e2e-goldens-name-escapes",
-        "e2e-goldens",
-        "a golden check step whose name leads out of --out",
-        ("--work", "{tmp}/w", "--out", "{tmp}/o", "--golden-dir", "{tmp}/g", "check:../x=patched"),
-        2,
-        r"step 'check:../x=patched': write check:NAME=TREE\[:VARIANT\].*NAME, TREE and VARIANT each",
-        check=lambda tmp: None if not (tmp / "x").exists() else "a folder was made outside --out",
-    ),
-    Case(
-        "e2e-goldens-step-twice",
-        "e2e-goldens",
-        "two steps of one name (one folder, one verdict)",
-        ("--work", "{tmp}/w", "--out", "{tmp}/o", "--golden-dir", "{tmp}/g", "record", "record"),
-        2,
-        r"step 'record': two steps named 'record' share one folder",
-        write("w/patched/sglang/__init__.py", ""),
-    ),
-    Case(
-        "e2e-router-tree-escapes",
-        "e2e-router",
+        "router-tree-escapes",
+        "perf-router",
         "a router tree name leading out of --work",
         ("--work", "{tmp}/w", "--tree", "../x", "--out", "{tmp}/o", "--router-site", "{tmp}/site"),
         2,

@@ -140,12 +140,40 @@ def test_nix2container_keeps_its_nixpkgs() -> None:
 
 
 def test_gpu_checks_shape() -> None:
-    def closure(verdict_features: str, pythonpath: str) -> dict[str, Any]:
+    """One run of the runner on the plan (asking for cuda), each check its step's verdict (asking for
+    nothing), the wrappers on the venv's Python; each way to break it is a finding."""
+    plan = "/nix/store/p-gpu-plan-qwen3.8-27b-exact.json"
+    run_command = f"bitexact-gpu-checks run --plan {plan} --recipe /r --out $out/results"
+
+    def closure(
+        verdict_features: str = "",
+        pythonpath: str = f"/nix/store/b-bitexact/{SITE}",
+        run_features: str = "cuda",
+        command: str = run_command,
+        verdict: str = "bitexact-gpu-checks verdict /nix/store/r/results gpu-repeat",
+    ) -> dict[str, Any]:
         return {
-            "/v.drv": drv("gpu-repeat", "/nix/store/v", {"requiredSystemFeatures": verdict_features}),
-            "/r.drv": drv("gpu-repeat-run", "/nix/store/r", {"requiredSystemFeatures": "cuda"}),
+            "/v.drv": drv(
+                "gpu-repeat",
+                "/nix/store/v",
+                {"requiredSystemFeatures": verdict_features, "buildCommand": verdict},
+            ),
+            "/r.drv": drv(
+                "gpu-checks-run",
+                "/nix/store/r",
+                {"requiredSystemFeatures": run_features, "buildCommand": command},
+            ),
+            "/p.drv": drv("gpu-plan-qwen3.8-27b-exact.json", plan),
             "/b.drv": drv(
                 "bitexact", "/nix/store/b", {"text": f"export PYTHONPATH={pythonpath}${{PYTHONPATH:+x}}"}
+            ),
+            "/g.drv": drv(
+                "bitexact-gpu-checks",
+                "/nix/store/g",
+                {
+                    "text": f"export PYTHONPATH=/nix/store/g-gpu-checks/{SITE}${{P}}\n"
+                    f"exec {VENV}/bin/python -m gpuchecks"
+                },
             ),
             "/k.drv": drv(
                 "python",
@@ -154,12 +182,20 @@ def test_gpu_checks_shape() -> None:
             ),
         }
 
-    good = closure("", f"/nix/store/b-bitexact/{SITE}")
-    assert check.gpu_checks_shape({"gpu-repeat": good}, SITE).passed
-    bad = check.gpu_checks_shape(
-        {"gpu-repeat": closure("cuda", "/nix/store/b-bitexact/lib/python3.13/site-packages")}, SITE
-    )
-    assert not bad.passed and len(bad.details) == 2
+    assert check.gpu_checks_shape({"gpu-repeat": closure()}, SITE).passed, check.gpu_checks_shape(
+        {"gpu-repeat": closure()}, SITE
+    ).details
+    broken = {
+        "the verdict asks for cuda": closure(verdict_features="cuda"),
+        "the run does not": closure(run_features=""),
+        "bitexact for another Python": closure(
+            pythonpath="/nix/store/b-bitexact/lib/python3.13/site-packages"
+        ),
+        "the run is not the runner on the plan": closure(command="bitexact-gpu-checks run --recipe /r"),
+        "the check is not the verdict of its step": closure(verdict="test -f /nix/store/r/status"),
+    }
+    for why, shape in broken.items():
+        assert not check.gpu_checks_shape({"gpu-repeat": shape}, SITE).passed, why
 
 
 def test_outputs_are_real() -> None:

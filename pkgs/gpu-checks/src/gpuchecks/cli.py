@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from exactlaunch import values
+from exactlaunch.crash import one_line
 from exactlaunch.options import Once, strict_parser, typed
 
 from gpuchecks import plan as plan_mod
@@ -247,6 +248,7 @@ def driver_env(base: dict[str, str]) -> tuple[dict[str, str], list[str]]:
     return found, notes
 
 
+@one_line(PROG)
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     extra: list[str] = []
@@ -345,6 +347,9 @@ def run_or_record(args: argparse.Namespace, extra: list[str]) -> int:
             )
         if not (series.is_dir() and any(series.glob("*.patch"))):
             return fail(f"--series {series}: no *.patch there (the SGLang series: patches/sglang)")
+    for lane_port in range(args.port, args.port + lanes):  # before the host is probed: no lane could start
+        if not ports.port_free(lane_port):
+            return fail(port_taken(lane_port))
     python = getattr(args, "python", None) or [sys.executable]
     patched = trees["patched"]
     base = dict(os.environ)
@@ -388,9 +393,6 @@ def run_or_record(args: argparse.Namespace, extra: list[str]) -> int:
         kernel_env=kernel_env,
         settings_notes=notes + driver_notes,
     )
-    for lane_port in range(args.port, args.port + lanes):  # before any verdict: no lane could start
-        if not ports.port_free(lane_port):
-            return fail(port_taken(lane_port))
     prepare_out(inputs, host, {"verb": args.verb, "server_env": server_env})
     print(f"{PROG}: {host.describe()}", file=sys.stderr)
     for note in inputs.settings_notes:
