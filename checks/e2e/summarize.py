@@ -1,11 +1,12 @@
-"""Summarise the result folders of the end-to-end runs in docs/evidence up to 2026-12-03 (OUT/e2e/<tree>/,
-as the runner before bitexact-gpu-checks wrote them): one line per battery (verdict, prompts equal/differing, token ids differing), the speculation the server reported in the checks' results
-(verify steps, drafts accepted of proposed, mean accept length per prompt, prompts with partial
-acceptance), and the capacity tables: which server setting moved answers away from the no-spec
-reference, and away from the same tree's recipe server at the recipe's own settings (speculation on in
-both, so that a tree whose speculation alone moves answers is still measured on capacity), per tree.
-Several result folders of one tree (a campaign's streams) make one column: each cell comes from the
-folder that ran the battery, and a battery run in more than one says so. Standard library only.
+"""Summarise the result folders of the end-to-end runs in docs/evidence up to 2026-12-03 (OUT/e2e/<tree>/, as
+the runner before bitexact-gpu-checks wrote them): one line per battery (verdict, prompts equal/differing,
+token ids differing), the speculation the server reported in the checks' results (verify steps, drafts
+accepted of proposed, mean accept length per prompt, prompts with partial acceptance), and the capacity
+tables: which server setting moved answers away from the no-spec reference, and away from the same tree's
+recipe server at the recipe's own settings (speculation on in both, so that a tree whose speculation alone
+moves answers is still measured on capacity), per tree. Several result folders of one tree (a campaign's
+streams) make one column: each cell comes from the folder that ran the battery, and a battery run in more
+than one says so. Standard library only.
 
 Usage: python checks/e2e/summarize.py OUT/e2e/patched OUT/e2e/stock [OUT/e2e-capacity/patched ...]
 """
