@@ -124,6 +124,7 @@ let
       "patchelf"
       "libffi"
       "util-linux"
+      "gnupatch"
     ] (name: leaf name "0-standin")
     // {
       # build-system-pkgs' overlay inherits pkg-config's hook attributes (overlay.nix: pkgconfig).

@@ -29,6 +29,7 @@ let
     "tokenizers"
     "nvidia-ml-py"
     "safetensors"
+    "hypothesis"
     "tomli"
     "tomli-w"
     "installer"
