@@ -2743,7 +2743,7 @@ CASES: list[Case] = [
         "a measurement on a machine where the trees were never assembled",
         ("measure", "--work", "{tmp}/w", "--results", "{tmp}/r", "--server", "exact-spec"),
         2,
-        r"not assembled: .*patched/sglang.* missing\. Run `bash checks/e2e/h200\.sh stash",
+        r"not assembled: .*patched/sglang.* missing\. Run `bash checks/e2e/host\.sh stash",
         check=lambda tmp: None if not (tmp / "r" / "exact-spec").exists() else "a server folder was made",
     ),
     Case(
