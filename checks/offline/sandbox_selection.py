@@ -24,7 +24,13 @@ MARK_EXPRESSION = "not network and not nix and not docker and not browser"
 # The same directories as checks/offline/run.sh.
 PATHS = ("checks/offline", "checks/gpu")
 # The repository's own Python packages, imported from this tree (no install step in a sandbox).
-SOURCES = ("pkgs/server/src", "pkgs/lock/src", "pkgs/bitexact/src", "pkgs/gpu-checks/src", "images/entrypoint/src")
+SOURCES = (
+    "pkgs/server/src",
+    "pkgs/lock/src",
+    "pkgs/bitexact/src",
+    "pkgs/gpu-checks/src",
+    "images/entrypoint/src",
+)
 
 
 def pytest_args(extra: list[str]) -> list[str]:
