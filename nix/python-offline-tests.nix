@@ -9,6 +9,7 @@ let
     include = [
       "README.md"
       "checks/conftest.py"
+      "checks/golden/families.json"
       "checks/golden/h200/e2e-tiny-hybrid.json"
       "checks/golden/h200/e2e-tiny-hybrid-long.json"
       "checks/offline"
@@ -46,6 +47,7 @@ let
       "docs/evidence/perf-h200-2026-12-03-prefill640"
       "docs/evidence/radix-h200-2026-12-02"
       "docs/evidence/recheck-h200-2026-12-02"
+      "docs/evidence/runner-h100-2026-12-06/goldens"
       "docs/evidence/smallm-h200-2026-11-30/smallm-sm90-132sm-60mib.json"
       "docs/kernels.md"
       "docs/performance.md"

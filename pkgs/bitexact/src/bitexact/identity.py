@@ -76,6 +76,31 @@ def known_card_slugs(golden_dir: Any = None) -> list[str]:
     return sorted(slugs)
 
 
+def card_properties(slug: str, local: bool) -> dict[str, Any] | None:
+    """What the kernels read of card SLUG, as far as it is known here (a golden family holds its members to
+    it): the card table's compute capability, SM count and L2 size (NVML reads neither SM count nor L2),
+    and, where this machine's card is the one checked (`local`), NVML's compute capability in place of
+    the table's. With --card, bitexact sees no card: the table is all there is. None without gpuhost."""
+    try:
+        gpuhost = _gpuhost()
+    except UsageError:
+        return None
+    from gpuhost.cards import load_table
+
+    row = next((r for r in load_table() if r.slug == slug), None)
+    found: dict[str, Any] = {}
+    if row is not None:
+        found = {"compute_capability": row.compute_capability, "sm_count": row.sm_count, "l2_mib": row.l2_mib}
+    if local:
+        try:
+            card = gpuhost.local_card()
+        except gpuhost.CardIdentityError:
+            card = None
+        if card is not None and gpuhost.slug_for(card) == slug:
+            found["compute_capability"] = card.compute_capability
+    return found
+
+
 # What names the model an engine serves, by engine kind (engines/*: identity()); compared between a golden
 # and the server checked against it.
 MODEL_KEYS = ("model_path", "model", "served_model_name", "revision", "model_files_sha256")

@@ -40,6 +40,7 @@ class CardRow:
     memory_gib: int
     compute_capability: str
     sm_count: int | None
+    l2_mib: int | None = None
     notes: str = ""
     same_bits_evidence: str | None = None
 
@@ -58,6 +59,7 @@ def parse_table(data: Any, where: str = "cards.json") -> tuple[CardRow, ...]:
                 memory_gib=int(raw["memory_gib"]),
                 compute_capability=str(raw["compute_capability"]),
                 sm_count=None if raw.get("sm_count") is None else int(raw["sm_count"]),
+                l2_mib=None if raw.get("l2_mib") is None else int(raw["l2_mib"]),
                 notes=str(raw.get("notes", "")),
                 same_bits_evidence=raw.get("same_bits_evidence"),
             )

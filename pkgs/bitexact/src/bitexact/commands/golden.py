@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bitexact import __version__, history
+from bitexact import __version__, families, history
 from bitexact.argv import MAX_IN_FLIGHT, count
 from bitexact.commands.common import (
     add_prompt_options,
@@ -38,7 +38,7 @@ from bitexact.golden import (
     write_record,
 )
 from bitexact.helptext import ENGINE, EXAMPLES, HelpFormatter, verb_parser
-from bitexact.identity import CPU, detect_card, gpu_info, known_card_slugs, model_mismatch
+from bitexact.identity import CPU, card_properties, detect_card, gpu_info, known_card_slugs, model_mismatch
 from bitexact.names import checked_name, name_option
 from bitexact.presets import _side, load_recipe
 from bitexact.prompts import Prompt
@@ -391,6 +391,7 @@ class Selected:
     prompts: list[Prompt]
     expected: list[Generation]
     settings: Settings
+    recorded_by: str  # the card whose golden it is: this card, or its family's (families.py)
 
     def vet(self, engine: str, allow_mismatch: bool) -> Callable[[dict[str, Any]], None]:
         """Refuses a server that names another model than the golden's (unless allowed)."""
@@ -412,10 +413,17 @@ def select_golden(args: argparse.Namespace) -> Selected:
     """The golden that --card/--recipe/--golden-dir/--golden name (checked on load), the prompts a check
     runs (--limit/--prompts/--long) with their recorded answers, and its settings."""
     card, name, spec = _key(args)
-    golden = load_golden(_path(args, card, name), card=card, recipe=name)
+    recorded_by = card
+    if args.golden is None:  # a golden dir: this card's golden, or its family's for this recipe
+        local = not args.card
+        resolved = families.resolve(golden_dir_of(args), card, name, card_properties(card, local))
+        recorded_by = resolved.recorded_by
+        if resolved.family is not None:
+            print(f"bitexact: {resolved.note}", file=sys.stderr)
+    golden = load_golden(_path(args, recorded_by, name), card=recorded_by, recipe=name)
     settings = _stored_settings(args, golden.path, golden.record["settings"])
     prompts, expected = _selected(args, golden)
-    return Selected(card, name, spec, golden, prompts, expected, settings)
+    return Selected(card, name, spec, golden, prompts, expected, settings, recorded_by)
 
 
 def _partial(checked: int, recorded: int) -> str:
@@ -429,6 +437,11 @@ def check(args: argparse.Namespace) -> int:
     selected = select_golden(args)
     card, name, spec, golden = selected.card, selected.recipe, selected.spec, selected.golden
     settings, prompts, expected = selected.settings, selected.prompts, selected.expected
+    # a family's golden: say which card recorded it and which one checked (the same card: say it once)
+    family = selected.recorded_by != card
+    recorded = (
+        f"recorded on card {selected.recorded_by}, checked on card {card}" if family else f"card {card}"
+    )
     vet = selected.vet(args.engine, args.allow_identity_mismatch)
     build_info = _build_info(args)
     target = _history_target(args, golden.path)
@@ -438,7 +451,7 @@ def check(args: argparse.Namespace) -> int:
     check_spec(gens, spec, args.engine)
     summary = comparison_summary(
         verb="golden check",
-        title=f"golden check: {args.engine} vs {golden.path} (card {card}, recipe {name})",
+        title=f"golden check: {args.engine} vs {golden.path} ({recorded}, recipe {name})",
         a={
             "engine": args.engine,
             "variant": args.variant,
@@ -461,6 +474,7 @@ def check(args: argparse.Namespace) -> int:
     )
     summary["reports"] = write_comparison(args.out, "golden-check", summary)
     summary["golden_prompts"] = len(golden.prompts)  # fewer checked: a partial check (the verdict says so)
+    summary["recorded_card"], summary["checked_card"] = selected.recorded_by, card
     verdict = "EQUAL" if summary["differ"] == 0 else "DIFFERENT"
     found = _components(args, identity, build_info, None)
     if target is not None:
@@ -473,7 +487,7 @@ def check(args: argparse.Namespace) -> int:
         summary,
         args.json,
         f"golden check: {verdict}: {summary['equal']}/{summary['prompts']} prompts equal to {golden.path}"
-        f"{_partial(len(prompts), len(golden.prompts))}; "
+        f"{f' ({recorded})' if family else ''}{_partial(len(prompts), len(golden.prompts))}; "
         f"compared: {compared_text(summary['compared_values'])}; report: {summary['reports'][1]}",
     )
     return 0 if summary["differ"] == 0 else 1
