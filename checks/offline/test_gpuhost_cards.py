@@ -124,14 +124,24 @@ def test_the_table_refuses_merges_without_evidence() -> None:
 def test_docs_show_the_table() -> None:
     docs = (REPO / "docs/cards.md").read_text()
     rows = re.findall(
-        r"^\| ([a-z0-9-]+) \| (0x[0-9A-F]{4}) \| ([^|]+) \| (\d+) \| ([\d.]+) \| (\w+) \|$", docs, re.M
+        r"^\| ([a-z0-9-]+) \| (0x[0-9A-F]{4}) \| ([^|]+) \| (\d+) \| ([\d.]+) \| (\w+) \| (\w+) \|$",
+        docs,
+        re.M,
     )
     shown = [
-        (s, int(d, 16), n.strip(), int(m), c, None if sm == "unknown" else int(sm))
-        for s, d, n, m, c, sm in rows
+        (
+            s,
+            int(d, 16),
+            n.strip(),
+            int(m),
+            c,
+            None if sm == "unknown" else int(sm),
+            None if l2 == "unknown" else int(l2),
+        )
+        for s, d, n, m, c, sm, l2 in rows
     ]
     table = [
-        (r.slug, r.pci_device_id, r.name, r.memory_gib, r.compute_capability, r.sm_count)
+        (r.slug, r.pci_device_id, r.name, r.memory_gib, r.compute_capability, r.sm_count, r.l2_mib)
         for r in load_table()
     ]
     assert shown == table
