@@ -1,7 +1,7 @@
 """Exact GEMM sweep (issue 18): patch 0005's route against cuBLAS and SGLang's persistent kernel, on one card.
 
 Run on a CUDA card: `BITEXACT_SGLANG_TREE=<patched tree> python bench/kernels/bench_exact_gemm.py --out DIR`
-(bench/kernels/exact_gemm_h200.sh does the whole H200 call). For each (N, K) in SHAPES:
+(bench/kernels/exact_gemm_sweep.sh does the whole H200 call). For each (N, K) in SHAPES:
 1. bits: every candidate (CANDIDATES, through the route's own `exact_gemm(config=...)`) against the
    persistent kernel (`_matmul_persistent_triton`) for M = 1..64 and BITS_LARGE_MS, every row also alone
    (checks/gpu/gemm_bits.py, the GPU check's own proof);

@@ -1,7 +1,7 @@
 """Small-M sweep (issue 12): every candidate config of the route, bits first, then bandwidth, on one card.
 
 Run on a CUDA card: `BITEXACT_SGLANG_TREE=<patched tree> python bench/kernels/bench_smallm_sweep.py --out DIR`
-(bench/kernels/run_smallm_h200.sh does the whole H200 run). For each (N, K) of smallm_plan.SHAPES:
+(bench/kernels/smallm_sweep.sh does the whole H200 run). For each (N, K) of smallm_plan.SHAPES:
 1. bits: every candidate (smallm_plan.candidates(), through the patched route's own `small_m_matmul`) against
    the first route (smallm_reference.py) for M = 1..16, and every row of M = 16 against that row alone
    (batch invariance); a candidate that differs or fails is recorded and never timed;
@@ -396,7 +396,7 @@ class Sweep:
         for n, k, source in shapes:
             try:
                 row = self.shape(n, k, source)
-            except KeyboardInterrupt:  # `timeout --signal=INT` in run_smallm_h200.sh: keep what is done
+            except KeyboardInterrupt:  # `timeout --signal=INT` in smallm_sweep.sh: keep what is done
                 interrupted = True
                 self.say(f"interrupted during ({n}, {k}); the table keeps the shapes before it")
                 break

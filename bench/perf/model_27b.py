@@ -207,10 +207,32 @@ def drafter_params(cfg: dict[str, Any]) -> int:
 # ---- SGLang 0.5.20's memory sizing ----
 
 GIB = 1 << 30
-# H200: free memory SGLang saw before loading weights (`Load weight begin. avail mem=139.13 GB`, GiB, in
-# docs/evidence/e2e-h200-2026-11-30/patched/server-*.head.log); NVML's total is 143771 MiB.
-H200_AVAIL_GIB = 139.13
-H200_TOTAL_GIB = 143771 / 1024
+
+
+@dataclass(frozen=True)
+class Card:
+    """What the estimate reads of a card: the memory SGLang saw free before loading weights, and NVML's
+    total (data about that card, measured on it)."""
+
+    avail_gib: float
+    total_gib: float
+    source: str
+
+
+# Per card slug (docs/cards.md): the free memory SGLang logged alone on the card (`Load weight begin.
+# avail mem=... GB`, GiB) and NVML's total.
+CARDS = {
+    "h200": Card(
+        139.13, 143771 / 1024, "docs/evidence/e2e-h200-2026-11-30/patched/server-*.head.log; NVML 143771 MiB"
+    ),
+    "h100-sxm5-80gb": Card(
+        78.50,
+        81559 / 1024,
+        "the first server alone on the lent H100, 2026-12-06 (the record step of "
+        "docs/evidence/runner-h100-2026-12-06); NVML 81559 MiB",
+    ),
+}
+DEFAULT_CARD = "h200"
 
 
 @dataclass(frozen=True)
@@ -289,7 +311,7 @@ def memory(
     drafter: dict[str, Any] | None = None,
     *,
     speculative: bool = True,
-    avail_gib: float = H200_AVAIL_GIB,
+    avail_gib: float = CARDS[DEFAULT_CARD].avail_gib,
     mem_fraction: float = 0.88,
 ) -> Memory:
     target = target or target_config()
@@ -323,13 +345,13 @@ def memory(
     )
 
 
-def memory_text(m: Memory, label: str) -> str:
+def memory_text(m: Memory, label: str, card: str = DEFAULT_CARD) -> str:
     return (
         f"{label}: target {m.target_params / 1e9:.2f}B + drafter {m.drafter_params / 1e9:.2f}B params; "
         f"weights {m.weights_gib:.1f} GiB, GDN state {m.mamba_gib:.2f} GiB, verify states "
         f"{m.intermediate_gib:.2f} GiB, KV {m.kv_gib:.1f} GiB = {m.kv_tokens} tokens "
         f"({m.kv_bytes_per_token} B/token; context {m.context_len}); static {m.static_gib:.1f} GiB + slack "
-        f"{m.slack_gib:.1f} GiB of {m.avail_gib:.2f} GiB free ({H200_TOTAL_GIB:.1f} GiB card): "
+        f"{m.slack_gib:.1f} GiB of {m.avail_gib:.2f} GiB free ({CARDS[card].total_gib:.1f} GiB {card}): "
         f"{'fits' if m.fits else 'DOES NOT FIT'}"
     )
 
@@ -360,6 +382,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, nargs="?", help="folder for target/ and drafter/")
     parser.add_argument("--estimate", action="store_true", help="print the memory estimate only")
     parser.add_argument(
+        "--card",
+        choices=sorted(CARDS),
+        default=DEFAULT_CARD,
+        help=f"the card whose free memory the estimate sizes the pools from (default {DEFAULT_CARD})",
+    )
+    parser.add_argument(
         "--layers",
         type=int,
         default=LAYERS,
@@ -373,11 +401,12 @@ def main(argv: list[str] | None = None) -> int:
             f"--layers {args.layers}: give a multiple of {FULL_ATTENTION_INTERVAL} from 4 to {LAYERS}"
         )
     target, drafter = target_config(layers=args.layers), drafter_config(layers=args.layers)
+    card = CARDS[args.card]
     for speculative, label in ((True, "speculative servers"), (False, "exact no-spec server")):
-        m = memory(target, drafter, speculative=speculative)
-        print(memory_text(m, label))
+        m = memory(target, drafter, speculative=speculative, avail_gib=card.avail_gib)
+        print(memory_text(m, label, args.card))
         if not m.fits:
-            print("model_27b: the estimate says this shape does not fit the H200", file=sys.stderr)
+            print(f"model_27b: the estimate says this shape does not fit the {args.card}", file=sys.stderr)
             return 1
     if args.out is not None:
         write(args.out, args.layers)

@@ -37,7 +37,7 @@ Per server, each stage is written as it finishes and skipped on a rerun when its
 then the server stops and `run.json` records the timings. `--out` packs the results into the device tool's
 $OUT after every stage (at most 8 files come back: one tarball with the traces and one text per server).
 
-Usage (repository root, GPU host, after checks/e2e/host.sh stash/build and bench/perf/h200.sh model):
+Usage (repository root, GPU host, after checks/e2e/host.sh stash/build and bench/perf/host.sh model):
     python bench/perf/run.py measure --work WORK --results DIR --server exact-spec --out "$OUT"
     python bench/perf/run.py warm --work WORK --server exact-spec --log FILE [--mem-fraction-static F]
     python bench/perf/run.py pack --results DIR --out "$OUT"
@@ -182,7 +182,7 @@ def check_ready(work: Path) -> None:
         )
     for folder in model_dirs():
         if not (folder / "config.json").exists():
-            raise RunError(f"no {folder}/config.json: run `bash bench/perf/h200.sh model` first")
+            raise RunError(f"no {folder}/config.json: run `bash bench/perf/host.sh model` first")
 
 
 # ---- HTTP ----

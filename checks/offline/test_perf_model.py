@@ -197,7 +197,7 @@ def test_a_shallower_fallback_shape(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_the_script_runs_on_its_own(tmp_path: Path) -> None:
-    """As bench/perf/h200.sh runs it: a fresh Python, nothing on sys.path but what the script adds itself
+    """As bench/perf/host.sh runs it: a fresh Python, nothing on sys.path but what the script adds itself
     (an import path left behind by a file move once failed only on the GPU host)."""
     import subprocess
 

@@ -51,8 +51,8 @@ def test_the_perf_recipe_changes_only_the_model_paths_and_the_load_format() -> N
         assert perf[key] == recipe[key], key
     assert {k: v for k, v in perf["variants"].items() if k not in ADDED_VARIANTS} == recipe["variants"]
     assert set(perf["variants"]) - set(recipe["variants"]) == ADDED_VARIANTS
-    assert perf["model"]["path"] == ".e2e/perf-27b/target"  # where bench/perf/h200.sh model writes it
-    assert "bench/perf/model_27b.py .e2e/perf-27b" in (REPO / "bench" / "perf" / "h200.sh").read_text()
+    assert perf["model"]["path"] == ".e2e/perf-27b/target"  # where bench/perf/host.sh model writes it
+    assert "bench/perf/model_27b.py .e2e/perf-27b" in (REPO / "bench" / "perf" / "host.sh").read_text()
 
 
 def test_the_four_servers_from_the_launcher() -> None:

@@ -27,7 +27,7 @@ import smallm_table  # noqa: E402
 TILES = smallm_table.load_tiles_module()
 TABLES = smallm_table.committed_tables()
 NO_TABLE = (
-    "no measured table under docs/evidence/smallm-<card>-<date>/: run bench/kernels/run_smallm_h200.sh on "
+    "no measured table under docs/evidence/smallm-<card>-<date>/: run bench/kernels/smallm_sweep.sh on "
     "the H200 and commit the smallm-*.json it writes to $OUT there"
 )
 

@@ -7,10 +7,10 @@ carried from here). From the repository root on the workstation:
 
     python3 -m pip download --no-deps --dest .whl nvidia-ml-py==13.610.43
     # then on the device machine, with carry [".whl"]:
-    /opt/torch/.venv/bin/python3 checks/gpu/driver_discovery_h200.py --out "$OUT" \\
+    /opt/torch/.venv/bin/python3 checks/gpu/driver_discovery_probe.py --out "$OUT" \\
         --wheel .whl/nvidia_ml_py-13.610.43-py3-none-any.whl
 
-What it does, printing each step and writing $OUT/driver_discovery_h200.json:
+What it does, printing each step and writing $OUT/driver_discovery_probe.json:
 1. gpuhost.driver.find_driver() on this machine, as the launcher would (LD_LIBRARY_PATH left out):
    where the driver is and why.
 2. Copies the driver's files (libcuda.so*, libnvidia-*.so*) into a fresh directory no loader searches.
@@ -203,8 +203,8 @@ def main() -> int:
         failures.append("c: torch did not see CUDA with discovery's answer for this machine")
 
     report["failures"] = failures
-    (args.out / "driver_discovery_h200.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "driver_discovery_h200.log").write_text("\n".join(log) + "\n")
+    (args.out / "driver_discovery_probe.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / "driver_discovery_probe.log").write_text("\n".join(log) + "\n")
     print("FAILURES:\n  " + "\n  ".join(failures) if failures else "all expectations hold")
     return 1 if failures else 0
 

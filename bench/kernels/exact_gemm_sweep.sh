@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Issue 18 on the lent H200, after `checks/e2e/host.sh stash` and `build` (trees and deps under $E2E_WORK).
-#   bash bench/kernels/exact_gemm_h200.sh sweep [bench_exact_gemm.py options]
+# Patch 0005's tile sweep on a lent card, after `checks/e2e/host.sh stash` and `build` (trees and deps under $E2E_WORK).
+#   bash bench/kernels/exact_gemm_sweep.sh sweep [bench_exact_gemm.py options]
 #        the sweep on the patched tree: $OUT/sweep/{progress.jsonl, exact-gemm-*.json, summary.txt}
-#   bash bench/kernels/exact_gemm_h200.sh fit
+#   bash bench/kernels/exact_gemm_sweep.sh fit
 #        the rule fitted to that table written into this checkout's patch 0005 (also $OUT and
 #        $E2E_WORK/0005-fitted.patch), then the patched tree rebuilt from the wheel with it
-#   bash bench/kernels/exact_gemm_h200.sh checks [pytest options]
+#   bash bench/kernels/exact_gemm_sweep.sh checks [pytest options]
 #        checks/gpu on the patched tree, the stock tree given for the dispatch comparison:
 #        $OUT/pytest.log, $OUT/junit.xml
 # docs/kernels.md has the call plan. DeepGEMM stays off as in the e2e runs (docs/e2e.md).
@@ -17,7 +17,7 @@ out=${OUT:?OUT: the folder whose files come back}
 step=${1:?step: sweep, fit or checks}
 shift
 for tree in patched stock; do
-  [ -d "$work/$tree/sglang" ] || { echo "exact_gemm_h200: $work/$tree missing: run checks/e2e/host.sh stash and build first" >&2; exit 2; }
+  [ -d "$work/$tree/sglang" ] || { echo "exact_gemm_sweep: $work/$tree missing: run checks/e2e/host.sh stash and build first" >&2; exit 2; }
 done
 export PYTHONUNBUFFERED=1 SGLANG_ENABLE_JIT_DEEPGEMM=0
 # SGLang's utilities import msgspec and friends at module level: the assembled deps come after the tree.
@@ -35,7 +35,7 @@ case "$step" in
     tail -n 60 "$work/exact-gemm-sweep/sweep.log"
     exit $status ;;
   fit)
-    [ -n "$(table)" ] || { echo "exact_gemm_h200: no sweep table under $work/exact-gemm-sweep: run the sweep step" >&2; exit 2; }
+    [ -n "$(table)" ] || { echo "exact_gemm_sweep: no sweep table under $work/exact-gemm-sweep: run the sweep step" >&2; exit 2; }
     "$py" bench/kernels/exact_gemm_table.py set-rule "$(table)" || exit 2
     cp patches/sglang/0005-exact-gemm-route.patch "$work/0005-fitted.patch"
     cp patches/sglang/0005-exact-gemm-route.patch "$out/"
@@ -53,6 +53,6 @@ case "$step" in
     tail -n 40 "$out/pytest.log"
     exit $status ;;
   *)
-    echo "exact_gemm_h200: unknown step $step" >&2
+    echo "exact_gemm_sweep: unknown step $step" >&2
     exit 2 ;;
 esac

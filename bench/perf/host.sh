@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Issue 11 on a GPU host with no network, after checks/e2e/host.sh stash and build (docs/performance.md has
+# The 27B-shaped servers on a GPU host with no network, after checks/e2e/host.sh stash and build (docs/performance.md has
 # the whole call plan). State lives under $E2E_WORK (trees, deps) and $PERF_RESULTS (results, kept across
 # calls while the machine is held); each call packs what it finished into $OUT.
-#   bash bench/perf/h200.sh model [--layers N]       write the 27B-shaped configs to .e2e/perf-27b
-#   bash bench/perf/h200.sh measure SERVER [run.py measure options]
+#   bash bench/perf/host.sh model [--layers N]       write the 27B-shaped configs to .e2e/perf-27b
+#   bash bench/perf/host.sh measure SERVER [run.py measure options]
 #        SERVER: exact-spec, stock-spec, exact-no-spec or stock-no-spec (run.py measure --server)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -26,6 +26,6 @@ case "$step" in
     cat "$OUT"/perf-*.txt 2>/dev/null
     exit $status ;;
   *)
-    echo "perf/h200.sh: unknown step $step" >&2
+    echo "perf/host.sh: unknown step $step" >&2
     exit 2 ;;
 esac

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Issue 12 on the lent H200 in one call: patch the sglang 0.5.20 wheel's tree with the series, run the
+# The small-M route's sweep on a lent card in one call: patch the sglang 0.5.20 wheel's tree with the series, run the
 # small-M sweep (bits of every candidate, bandwidth, cuBLAS, the fitted rule), then the route's GPU checks.
 # Everything lands in $OUT: sweep.log, summary.txt, progress.jsonl, smallm-sm90-132sm-<L2>mib.json (commit
 # it under docs/evidence/smallm-<card>-<date>/), pytest.log. Needs the wheel, carried in the git-ignored .gpu/ folder.
-# Usage (repository root): OUT=<dir> bash bench/kernels/run_smallm_h200.sh [sweep options]
+# Usage (repository root): OUT=<dir> bash bench/kernels/smallm_sweep.sh [sweep options]
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 
@@ -12,7 +12,7 @@ wheel=${BITEXACT_SGLANG_WHEEL:-.gpu/sglang-0.5.20-cp312-cp312-manylinux_2_34_x86
 sweep_limit=${BITEXACT_SWEEP_LIMIT_S:-200}
 mkdir -p "$out"
 if [ ! -f "$wheel" ]; then
-  echo "run_smallm_h200: $wheel is missing; carry it (run's carry: [\".gpu\"]) or set BITEXACT_SGLANG_WHEEL" >&2
+  echo "smallm_sweep: $wheel is missing; carry it (run's carry: [\".gpu\"]) or set BITEXACT_SGLANG_WHEEL" >&2
   exit 2
 fi
 
@@ -21,14 +21,14 @@ tree=$(mktemp -d)/site-packages
 python -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' "$wheel" "$tree" || exit 2
 for p in patches/sglang/*.patch; do
   patch -d "$tree" -p2 --fuzz=0 --batch --forward --no-backup-if-mismatch -i "$PWD/$p" >>"$out/patch.log" 2>&1 || {
-    echo "run_smallm_h200: $p does not apply to $wheel (see patch.log)" >&2
+    echo "smallm_sweep: $p does not apply to $wheel (see patch.log)" >&2
     cat "$out/patch.log" >&2
     exit 2
   }
 done
 # The GPU checks use a tree only with the series' content manifest (exactlaunch.manifest, issue 9).
 PYTHONPATH=pkgs/server/src python -m exactlaunch.manifest write "$tree" --series patches/sglang >>"$out/patch.log" 2>&1 || {
-  echo "run_smallm_h200: writing the content manifest failed (see patch.log)" >&2
+  echo "smallm_sweep: writing the content manifest failed (see patch.log)" >&2
   cat "$out/patch.log" >&2
   exit 2
 }
@@ -39,15 +39,15 @@ if [ -n "${BITEXACT_GPU_WHEELS:-}" ]; then
   python -m pip install --quiet --no-index --no-deps --no-compile --target "$tree/../deps" "$BITEXACT_GPU_WHEELS"/*.whl || exit 2
   export PYTHONPATH="$tree/../deps${PYTHONPATH:+:$PYTHONPATH}"
 fi
-echo "run_smallm_h200: tree ready in $((SECONDS - start))s: $tree" | tee "$out/run.log"
+echo "smallm_sweep: tree ready in $((SECONDS - start))s: $tree" | tee "$out/run.log"
 
 # The sweep first: it compiles every candidate in parallel processes, so the checks below find them cached.
 # `timeout` keeps time for the checks; the sweep writes its table after every shape, so a cut run keeps data.
 timeout --signal=INT "$sweep_limit" python bench/kernels/bench_smallm_sweep.py --out "$out" "$@" 2>&1 | tee "$out/sweep.log"
 sweep=${PIPESTATUS[0]}
-echo "run_smallm_h200: sweep exit $sweep after $((SECONDS - start))s" | tee -a "$out/run.log"
+echo "smallm_sweep: sweep exit $sweep after $((SECONDS - start))s" | tee -a "$out/run.log"
 
 python -m pytest --import-mode=importlib -p no:cacheprovider -rs -q checks/gpu/test_smallm_route.py 2>&1 | tee "$out/pytest.log"
 checks=${PIPESTATUS[0]}
-echo "run_smallm_h200: checks exit $checks after $((SECONDS - start))s" | tee -a "$out/run.log"
+echo "smallm_sweep: checks exit $checks after $((SECONDS - start))s" | tee -a "$out/run.log"
 [ "$sweep" -eq 0 ] && [ "$checks" -eq 0 ]
