@@ -258,6 +258,7 @@ def gpu_checks_shape(checks: Mapping[str, Derivations], python_site: str) -> Res
     details = []
     wrappers: dict[str, Mapping[str, Any]] = {}
     runs: set[str] = set()
+    shown: list[str] = []  # the builders as they are, for the report
     for name, closure in sorted(checks.items()):
         top = next(d for d in closure.values() if d["name"] == name)
         env = env_of(top)
@@ -284,6 +285,9 @@ def gpu_checks_shape(checks: Mapping[str, Derivations], python_site: str) -> Res
             details.append(
                 "gpu-checks-run does not call `bitexact-gpu-checks run --plan <the plan Nix wrote>`"
             )
+        if not shown:
+            line = next((ln.strip() for ln in command.splitlines() if "bitexact-gpu-checks run " in ln), "")
+            shown += [f"run: {line[:400]}", f"{name}: {builder.strip().splitlines()[0][:300]}"]
         wanted = ("bitexact", "python", "bitexact-gpu-checks")
         wrappers.update({p: d for p, d in closure.items() if d["name"] in wanted})
     if len(runs) > 1:
@@ -308,5 +312,5 @@ def gpu_checks_shape(checks: Mapping[str, Derivations], python_site: str) -> Res
         "GPU checks: one run of the runner on the plan, asking for cuda; each check its step's verdict, "
         "needing no GPU; the runner, bitexact and pytest fit the venv's Python",
         not details,
-        details or [f"{len(checks)} GPU checks of {len(runs)} run, {len(wrappers)} Python wrappers"],
+        details or [f"{len(checks)} GPU checks of {len(runs)} run, {len(wrappers)} Python wrappers", *shown],
     )
