@@ -103,8 +103,8 @@ def _ratio(a: float, b: float) -> float:
 
 
 def estimate(
-    exact_h200_us: Mapping[str, float],
-    stock_h200_us: Mapping[str, float],
+    exact_source_us: Mapping[str, float],
+    stock_source_us: Mapping[str, float],
     *,
     route_over_cublas: float | None = ROUTE_OVER_CUBLAS,
     source: Card = H200,
@@ -112,22 +112,22 @@ def estimate(
     bounds: Mapping[str, str] = BOUNDS,
 ) -> Estimate:
     """The model's target-card times (us per cycle) and exact/stock ratios from H200 times per cycle."""
-    _check(exact_h200_us, "exact")
-    _check(stock_h200_us, "stock")
+    _check(exact_source_us, "exact")
+    _check(stock_source_us, "stock")
     factors = {c: factor(bounds[c], source, target) for c in COMPONENTS}
-    exact = {c: exact_h200_us[c] * factors[c] for c in COMPONENTS}
-    stock = {c: stock_h200_us[c] * factors[c] for c in COMPONENTS}
-    exact_h200 = dict(exact_h200_us)
+    exact = {c: exact_source_us[c] * factors[c] for c in COMPONENTS}
+    stock = {c: stock_source_us[c] * factors[c] for c in COMPONENTS}
+    exact_source = dict(exact_source_us)
     if route_over_cublas is not None:
         exact["gemm"] = stock["gemm"] * route_over_cublas
-        exact_h200["gemm"] = stock_h200_us["gemm"] * route_over_cublas
+        exact_source["gemm"] = stock_source_us["gemm"] * route_over_cublas
     return Estimate(
         exact_us=exact,
         stock_us=stock,
         ratio={c: _ratio(exact[c], stock[c]) for c in COMPONENTS},
         total_ratio=_ratio(sum(exact.values()), sum(stock.values())),
         total_ratio_one_factor=_ratio(
-            sum(exact_h200[c] for c in COMPONENTS), sum(stock_h200_us[c] for c in COMPONENTS)
+            sum(exact_source[c] for c in COMPONENTS), sum(stock_source_us[c] for c in COMPONENTS)
         ),
         factors=factors,
         route_over_cublas=route_over_cublas,
@@ -137,7 +137,9 @@ def estimate(
     )
 
 
-def markdown(est: Estimate, exact_h200_us: Mapping[str, float], stock_h200_us: Mapping[str, float]) -> str:
+def markdown(
+    est: Estimate, exact_source_us: Mapping[str, float], stock_source_us: Mapping[str, float]
+) -> str:
     gemm_note = (
         f"exact GEMM = stock GEMM x {est.route_over_cublas:g} (small-M route vs cuBLAS)"
         if est.route_over_cublas is not None
@@ -152,13 +154,14 @@ def markdown(est: Estimate, exact_h200_us: Mapping[str, float], stock_h200_us: M
     ]
     for c in COMPONENTS:
         lines.append(
-            f"| {c} | {exact_h200_us[c]:.1f} | {stock_h200_us[c]:.1f} | "
-            f"{_ratio(exact_h200_us[c], stock_h200_us[c]):.2f} | {est.bounds[c]} | {est.factors[c]:.2f} | "
+            f"| {c} | {exact_source_us[c]:.1f} | {stock_source_us[c]:.1f} | "
+            f"{_ratio(exact_source_us[c], stock_source_us[c]):.2f} | {est.bounds[c]} | "
+            f"{est.factors[c]:.2f} | "
             f"{est.exact_us[c]:.1f} | {est.stock_us[c]:.1f} | {est.ratio[c]:.2f} |"
         )
     lines += [
-        f"| **total** | {sum(exact_h200_us.values()):.1f} | {sum(stock_h200_us.values()):.1f} | "
-        f"{_ratio(sum(exact_h200_us.values()), sum(stock_h200_us.values())):.2f} | | | "
+        f"| **total** | {sum(exact_source_us.values()):.1f} | {sum(stock_source_us.values()):.1f} | "
+        f"{_ratio(sum(exact_source_us.values()), sum(stock_source_us.values())):.2f} | | | "
         f"{sum(est.exact_us.values()):.1f} | {sum(est.stock_us.values()):.1f} | **{est.total_ratio:.2f}** |",
         "",
         f"With one factor for every component the total ratio would be {est.total_ratio_one_factor:.2f}.",
