@@ -117,7 +117,7 @@ def test_meta_info_must_show_the_stated_speculation() -> None:
 
 
 def test_a_bare_machine_is_named_with_the_fix(tmp_path: Path) -> None:
-    with pytest.raises(run.RunError, match=r"h200\.sh stash"):
+    with pytest.raises(run.RunError, match=r"host\.sh stash"):
         run.check_ready(tmp_path)
 
 
