@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuchecks import servers
 from gpuchecks.servers import PortTaken, answers, log, meta_sample, stop_group
-from gpuchecks.trees import Tree
+from gpuchecks.trees import Tree, with_memory_fraction
 
 REPO = Path(__file__).resolve().parents[2]
 PORT = 30000
@@ -59,14 +59,7 @@ def through_launcher(work: Path, tree: str) -> bool:
 
 def recipe_with_memory(recipe: Path, fraction: float, dest: Path) -> Path:
     """A copy of the recipe whose `--mem-fraction-static` is `fraction` (it keeps the recipe's name)."""
-    data = json.loads(recipe.read_text())
-    argv = data["launch"]["argv"]
-    if "--mem-fraction-static" not in argv:
-        raise SystemExit(f"{recipe}: its argv sets no --mem-fraction-static to replace")
-    argv[argv.index("--mem-fraction-static") + 1] = f"{fraction:g}"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps(data, indent=2) + "\n")
-    return dest
+    return with_memory_fraction(recipe, fraction, dest)
 
 
 class Server(servers.Server):

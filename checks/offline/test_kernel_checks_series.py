@@ -35,12 +35,18 @@ def test_the_series_comes_from_the_runners_inputs_only(
     assert series.series() == SERIES and series.patch_named("0006-").name.startswith("0006-")
 
 
-@pytest.mark.network
-def test_every_touched_file_comes_back_as_released(tmp_path: Path) -> None:
+def patched_release(tmp_path: Path) -> tuple[Path, Path]:
+    """(the released 0.5.20 tree, a copy of the files the series touches with the whole series applied)."""
     release = unpacked_wheel("sglang", "0.5.20")
     site = tmp_path / "site"
     copy_touched(release, site)
     apply_series(site, write_manifest=False)
+    return release, site
+
+
+@pytest.mark.network
+def test_every_touched_file_comes_back_as_released(tmp_path: Path) -> None:
+    release, site = patched_release(tmp_path)
     for rel in touched_files():
         if not (release / rel).is_file():
             continue  # a file the series adds has no released form
@@ -50,10 +56,7 @@ def test_every_touched_file_comes_back_as_released(tmp_path: Path) -> None:
 
 @pytest.mark.network
 def test_taking_off_one_patch_of_two_leaves_the_other(tmp_path: Path) -> None:
-    release = unpacked_wheel("sglang", "0.5.20")
-    site = tmp_path / "site"
-    copy_touched(release, site)
-    apply_series(site, write_manifest=False)
+    release, site = patched_release(tmp_path)
     touching = [p.name for p in SERIES if GDN_BACKEND in re.findall(r"a/python/(\S+)", p.read_text())]
     assert touching == ["0002-exact-gdn-verify.patch", "0007-exact-gdn-prefix-snapshot.patch"]
     only_0002 = tmp_path / "only-0002"

@@ -31,7 +31,7 @@ from gpuchecks.host import HostError, read_host
 from gpuchecks.results import Verdicts, outcome, overall_exit, summary_lines
 from gpuchecks.run import Inputs, Run, RunError, install_signal_handlers, prepare_out
 from gpuchecks.servers import port_taken
-from gpuchecks.trees import TREE_NAMES, Tree, TreeError, check_site, recipe_setting
+from gpuchecks.trees import TREE_NAMES, Tree, TreeError, check_site, recipe_setting, with_memory_fraction
 
 PROG = "bitexact-gpu-checks"
 DEEPGEMM_OFF = ("SGLANG_ENABLE_JIT_DEEPGEMM", "0")
@@ -195,20 +195,6 @@ def fail(message: str) -> int:
     return 2
 
 
-def recipe_copy(recipe: Path, fraction_value: float, out: Path) -> Path:
-    data = json.loads(recipe.read_text())
-    argv = data["launch"]["argv"]
-    if "--mem-fraction-static" not in argv:
-        raise RunError(f"recipe {recipe} sets no --mem-fraction-static to replace")
-    argv[argv.index("--mem-fraction-static") + 1] = f"{fraction_value:g}"
-    dest = out / "recipe.json"
-    out.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, indent=2) + "\n"
-    if not dest.exists() or dest.read_text() != text:
-        dest.write_text(text)
-    return dest
-
-
 def trees_of(args: argparse.Namespace, server_env: dict[str, str]) -> dict[str, Tree]:
     given: dict[str, Path] = {}
     for name, value in args.tree:
@@ -325,7 +311,7 @@ def run_or_record(args: argparse.Namespace, extra: list[str]) -> int:
             f"{lanes} x F <= 0.9 (each server sizes its pools from that share)"
         )
     if args.mem_fraction_static is not None:
-        recipe = recipe_copy(recipe, args.mem_fraction_static, out)
+        recipe = with_memory_fraction(recipe, args.mem_fraction_static, out / "recipe.json")
     trees = trees_of(args, server_env)
     only = None
     if getattr(args, "only", None):

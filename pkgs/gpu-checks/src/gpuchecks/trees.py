@@ -111,6 +111,23 @@ def check_site(name: str, site: Path) -> Path:
     return site
 
 
+def with_memory_fraction(recipe: Path, fraction: float, dest: Path) -> Path:
+    """A copy of the recipe at `dest` whose `--mem-fraction-static` is `fraction`, for servers that share
+    one card (SGLang sizes its pools from that share of the memory free at its start). The copy keeps the
+    recipe's name, so its goldens and references key as the recipe's do; an unchanged copy is not
+    rewritten (a resumed run's identity holds)."""
+    data = json.loads(recipe.read_text())
+    argv = data["launch"]["argv"]
+    if "--mem-fraction-static" not in argv:
+        raise TreeError(f"recipe {recipe} sets no --mem-fraction-static to replace")
+    argv[argv.index("--mem-fraction-static") + 1] = f"{fraction:g}"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, indent=2) + "\n"
+    if not dest.exists() or dest.read_text() != text:
+        dest.write_text(text)
+    return dest
+
+
 def recipe_setting(recipe: Path, env: dict[str, str]) -> list[str]:
     """The host settings that would override one of the recipe's own environment values (refused: the
     recipe's environment is numerics)."""
