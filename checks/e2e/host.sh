@@ -6,20 +6,22 @@
 #   bash checks/e2e/host.sh stash DIR...     copy carried wheel folders to $E2E_WORK/wheels/
 #   bash checks/e2e/host.sh build            patched/, stock/, deps/ (assemble.py build; the product too)
 #   bash checks/e2e/host.sh model            the tiny target and drafter under .e2e/models
-#   bash checks/e2e/host.sh record [ARGS]    this card's goldens into $GOLDEN_DIR (runner `record`)
-#   bash checks/e2e/host.sh run [ARGS]       the whole plan (runner `run`), results in $RESULTS
+#   bash checks/e2e/host.sh record [ARGS]    this card's goldens into $RECORDED (runner `record`), to commit
+#   bash checks/e2e/host.sh run [ARGS]       the whole plan (runner `run`) against the committed goldens
+#                                            (a copy in $GOLDEN_DIR), results in $RESULTS
 #   bash checks/e2e/host.sh start BUILD_ID   record, then run, in the background (setsid); returns at once
 #   bash checks/e2e/host.sh wait SECONDS     wait until the background run ends, then collect
 #   bash checks/e2e/host.sh collect          $OUT/results.tar.gz and the summary so far
-# wait and collect exit 0 when the background run is done, 1 while it runs, 3 when this machine has
-# none (a fresh machine), 4 when it ended unfinished. ARGS go to the runner (e.g. --lanes 4
-# --mem-fraction-static 0.15 to share the card; HOST_RUN_ARGS does the same for start).
+# wait and collect exit 0 when the background run is done (the run's own exit is printed), 1 while it
+# runs, 3 when this machine has none (a fresh machine), 4 when it ended unfinished. ARGS go to the runner
+# (e.g. --lanes 4 --mem-fraction-static 0.2 to share the card; HOST_RUN_ARGS does the same for start).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 work=${E2E_WORK:-/tmp/bitexact-e2e}
 bg=${E2E_BACKGROUND:-$work/background}
 py=${PYTHON:-python3}
 golden=${GOLDEN_DIR:-$work/golden}
+recorded=${RECORDED:-$work/recorded}
 results=${RESULTS:-$work/results}
 step=${1:?step: stash, build, model, record, run, start, wait or collect}
 shift
@@ -31,18 +33,22 @@ runner() {
   local verb=$1
   shift
   local common=(--plan checks/plans/e2e-tiny-hybrid.json --recipe nix/recipes/e2e-tiny-hybrid.json
-    --tree "patched=$work/patched" --deps "$work/deps" --golden-dir "$golden"
+    --tree "patched=$work/patched" --deps "$work/deps"
     --model-snapshot .e2e/models/target --server-env SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1)
   if [ "$verb" = run ]; then
-    common+=(--tree "stock=$work/stock" --kernel-checks checks/gpu --series patches/sglang --out "$results")
+    common+=(--golden-dir "$golden" --tree "stock=$work/stock" --kernel-checks checks/gpu --series patches/sglang
+      --out "$results")
   else
-    common+=(--out "$work/record")
+    # Never into the goldens the run checks against: the run must meet the committed ones (or the
+    # family's), not what the same build wrote minutes before.
+    mkdir -p "$recorded"
+    common+=(--golden-dir "$recorded" --out "$work/record")
   fi
   PYTHONPATH="$work/deps" "$py" -m gpuchecks "$verb" "${common[@]}" "$@"
 }
 
 golden_dir() {
-  # A writable copy of the committed goldens: `record` adds this card's beside them.
+  # A copy of the committed goldens (and their families), for the history lines the checks append.
   [ -d "$golden" ] || { mkdir -p "$golden" && cp -r checks/golden/. "$golden/"; }
 }
 
@@ -74,7 +80,6 @@ case "$step" in
   model)
     [ -f .e2e/models/tiny-model.json ] || "$py" checks/e2e/tiny_model.py .e2e/models ;;
   record)
-    golden_dir
     runner record "$@" ;;
   run)
     golden_dir
@@ -91,8 +96,8 @@ case "$step" in
     setsid bash -c '
       id=$1; stat=$(cat /proc/$$/stat); stat=${stat##*) }; set -- $stat; echo "$$ ${20}" > "$0/pid"
       bash checks/e2e/host.sh record -- --build-id "$id"; echo "record exit $?"
-      bash checks/e2e/host.sh run ${HOST_RUN_ARGS:-}; echo "run exit $?"
-      touch "$0/done"' "$bg" "$build_id" >> "$bg/log" 2>&1 < /dev/null &
+      bash checks/e2e/host.sh run ${HOST_RUN_ARGS:-}; code=$?; echo "run exit $code"
+      echo "$code" > "$0/done"' "$bg" "$build_id" >> "$bg/log" 2>&1 < /dev/null &
     for _ in $(seq 100); do [ -s "$bg/pid" ] && break; sleep 0.1; done
     [ -s "$bg/pid" ] || { echo "host.sh: the background run did not start; its log:" >&2; cat "$bg/log" >&2; exit 2; }
     echo "started in the background (log $bg/log)" ;;
@@ -104,12 +109,12 @@ case "$step" in
     fi
     mkdir -p "${OUT:?}"
     # Results and the goldens recorded here; the large per-answer JSONL files stay behind.
-    tar --exclude='results/*/*/*/*.jsonl' --exclude='*.html' --exclude='results/scratch' \
-      -czf "$OUT/results.tar.gz" -C "$work" results record golden -C "$bg" log 2>/dev/null
+    tar --exclude='results/*/*/*/*.jsonl' --exclude='*.html' \
+      -czf "$OUT/results.tar.gz" -C "$work" results record recorded -C "$bg" log 2>/dev/null
     ls -la "$OUT/results.tar.gz"
     tail -n 60 "$bg/log"
     if [ -f "$bg/done" ]; then
-      echo "BACKGROUND RUN DONE"
+      echo "BACKGROUND RUN DONE (the run's exit: $(cat "$bg/done"))"
     elif ! alive; then
       echo "host.sh: the background run ($(cut -d' ' -f1 "$bg/pid" 2>/dev/null)) ended without finishing" >&2
       exit 4

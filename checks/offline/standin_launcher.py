@@ -6,7 +6,8 @@ variant. What it stands for is the launcher and the server; the runner, bitexact
 them are real.
 
 Behaviours come from $STANDIN_BEHAVIOURS (JSON {"TREE:VARIANT" or "VARIANT": behaviour}); without an
-entry a no-spec variant answers `normal`, a radix one `radix`, any other `spec`. $STANDIN_TREE names the
+entry a no-spec variant answers `normal`, a radix one `radix`, any other `spec`; `hang` starts a process
+that never gets ready (its argv carries $STANDIN_MARKER). $STANDIN_TREE names the
 tree."""
 
 from __future__ import annotations
@@ -43,14 +44,12 @@ def main(argv: list[str]) -> int:
     if port is None:
         print("standin launcher: --port is required", file=sys.stderr)
         return 2
-    server = [
-        sys.executable,
-        str(HERE / "canned_sglang.py"),
-        "--port",
-        port,
-        "--behaviour",
-        behaviour(tree, variant),
-    ]
+    chosen = behaviour(tree, variant)
+    if chosen == "hang":  # a start that never gets ready: it listens on nothing and sleeps
+        marker = os.environ.get("STANDIN_MARKER", "standin-hang")
+        server = [sys.executable, "-c", "import sys, time; time.sleep(600)", marker]
+    else:
+        server = [sys.executable, str(HERE / "canned_sglang.py"), "--port", port, "--behaviour", chosen]
     if "--print" in argv:
         print(
             json.dumps({"variant": variant, "exact": True, "argv": server, "env": {"STANDIN_PRINTED": "1"}})

@@ -62,8 +62,11 @@ def test_run_and_record_call_the_runner_on_the_plan_and_the_assembled_trees(tmp_
         assert call[call.index("--plan") + 1] == "checks/plans/e2e-tiny-hybrid.json"
         assert call[call.index("--recipe") + 1] == "nix/recipes/e2e-tiny-hybrid.json"
         assert call[call.index("--deps") + 1] == f"{work}/deps"
-        assert call[call.index("--golden-dir") + 1] == f"{work}/golden"
         assert "SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1" in call
+    # the run meets the committed goldens (a copy, for its history lines); the record writes elsewhere,
+    # never into what the run checks against
+    assert run[run.index("--golden-dir") + 1] == f"{work}/golden"
+    assert record[record.index("--golden-dir") + 1] == f"{work}/recorded"
     assert [run[i + 1] for i, a in enumerate(run) if a == "--tree"] == [
         f"patched={work}/patched",
         f"stock={work}/stock",
@@ -75,7 +78,6 @@ def test_run_and_record_call_the_runner_on_the_plan_and_the_assembled_trees(tmp_
         "0.2",
     ]
     assert "--kernel-checks" not in record and record[-2:] == ["--", "--force"]
-    # the goldens the record adds go to a copy of the committed ones, never into the checkout
     assert (work / "golden" / "README.md").exists() and (work / "golden" / "h200").is_dir()
 
 
@@ -90,13 +92,13 @@ def test_start_records_then_runs_in_the_background_and_wait_collects(tmp_path: P
     again = _host(repo, env, "start", "abc1234")
     assert again.returncode == 2 and "a background run is going" in again.stderr
     done = _host(repo, env, "wait", "60")
-    assert done.returncode == 0 and "BACKGROUND RUN DONE" in done.stdout, done.stderr
+    assert done.returncode == 0 and "BACKGROUND RUN DONE (the run's exit: 0)" in done.stdout, done.stderr
     record, run = _calls(tmp_path)
     assert record[2] == "record" and record[-3:] == ["--", "--build-id", "abc1234"]
     assert run[2] == "run" and run[-4:] == ["--lanes", "2", "--mem-fraction-static", "0.3"]
     with tarfile.open(tmp_path / "out" / "results.tar.gz") as tar:
         names = tar.getnames()
-    assert "log" in names and any(n.startswith("golden") for n in names)
+    assert "log" in names and any(n.startswith("recorded") for n in names)
 
 
 def test_wait_and_collect_on_a_machine_without_a_background_run_fail_at_once(tmp_path: Path) -> None:

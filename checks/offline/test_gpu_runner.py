@@ -84,7 +84,7 @@ def host(tmp_path: Path, card: dict[str, str]) -> dict[str, Any]:
 
 def runner(
     host: dict[str, Any], verb: str, plan: Path, *extra: str, behaviours: dict[str, str] | None = None,
-    port: int | None = None, stock: bool = True,
+    port: int | None = None, stock: bool = True, start_timeout: str = "60",
 ) -> list[str]:  # fmt: skip
     root = host["root"]
     argv = [sys.executable, "-m", "gpuchecks", verb, "--plan", str(plan), "--recipe", str(RECIPE)]
@@ -99,7 +99,7 @@ def runner(
         "--port",
         str(port or free_port()),
     ]
-    argv += ["--start-timeout", "60", *extra]
+    argv += ["--start-timeout", start_timeout, *extra]
     host["env"]["STANDIN_BEHAVIOURS"] = json.dumps(behaviours or {})
     return argv
 
@@ -226,6 +226,8 @@ def test_ctrl_c_exits_130_stops_the_servers_and_a_rerun_resumes(host: dict[str, 
     kept = verdicts(out)
     assert kept[("patched", "gpu-parity-recipe")]["exit"] == 0
     assert ("patched", "gpu-repeat") not in kept  # cut off: never recorded half done
+    unfinished = run(host, [sys.executable, "-m", "gpuchecks", "summary", str(out)])
+    assert unfinished.returncode == 2 and "did not finish" in unfinished.stdout
     again = run(host, argv)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "gpu-parity-recipe: verdict already in" in again.stderr
@@ -271,3 +273,35 @@ def test_a_tree_that_is_not_what_its_name_says_is_refused(host: dict[str, Any]) 
     (root / "stock" / "sglang" / "srt" / "bitexact_manifest.json").unlink()
     done = run(host, runner(host, "run", PLAN, "--out", str(root / "out"), "--tree", f"extra={root}"))
     assert done.returncode == 2 and "the trees are patched, stock" in done.stderr
+
+
+def test_a_server_that_never_gets_ready_is_stopped_and_its_steps_are_errors(host: dict[str, Any]) -> None:
+    """A start past --start-timeout: the steps it serves end in an error naming it, and the process is gone
+    (a server left running would hold the card and the port for every later job)."""
+    marker = f"standin-hang-{os.getpid()}-{time.monotonic_ns()}"
+    host["env"]["STANDIN_MARKER"] = marker
+    out = host["root"] / "out"
+    argv = runner(host, "run", PLAN, "--out", str(out), "--only", "gpu-repeat", start_timeout="4",
+                  behaviours={"patched:recipe": "hang"}, stock=False)  # fmt: skip
+    done = run(host, argv)
+    assert done.returncode == 2, done.stderr[-2000:]
+    entry = verdicts(out)[("patched", "gpu-repeat")]
+    assert entry["exit"] == 2 and "was not ready after 4 s" in entry["error"]
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    assert left.stdout.strip() == "", f"the server that never got ready is still running: {left.stdout}"
+
+
+def test_a_step_without_a_verdict_on_the_patched_tree_does_not_pass(host: dict[str, Any]) -> None:
+    """The flake check of a step reads the patched tree's verdict; the stock tree's alone proves nothing of
+    the build under test."""
+    out = host["root"] / "out"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"identity": {}, "out": str(out)}))
+    stock_only = {"step": "gpu-radix-cold-warm", "tree": "stock", "kind": "battery", "exit": 1,
+                  "expect": "differs", "met": True, "results": []}  # fmt: skip
+    (out / "verdicts.jsonl").write_text(json.dumps(stock_only) + "\n")
+    done = run(host, [sys.executable, "-m", "gpuchecks", "verdict", str(out), "gpu-radix-cold-warm"])
+    assert (
+        done.returncode == 2
+        and "no verdict for step 'gpu-radix-cold-warm' on the patched tree" in done.stderr
+    )

@@ -55,8 +55,7 @@ def checks_dir(tmp_path: Path, body: str) -> Path:
 
 def run(tmp_path: Path, checks: Path, card: Host) -> dict:
     env = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-    return kernels.run(checks=checks, work=tmp_path / "work", python=[sys.executable], env=env, host=card,
-                       out=tmp_path / "out")  # fmt: skip
+    return kernels.run(checks=checks, python=[sys.executable], env=env, host=card, out=tmp_path / "out")
 
 
 def test_what_applies_runs_and_the_rest_is_listed_with_the_reason(tmp_path: Path) -> None:
@@ -100,6 +99,14 @@ def test_a_failing_check_is_a_difference_and_an_erroring_one_an_error(tmp_path: 
     assert entry["exit"] == 2 and "errored" in entry["why"]
 
 
+def test_a_body_that_raises_anything_but_an_assertion_is_an_error_not_a_difference(tmp_path: Path) -> None:
+    """CUDA out of memory, a missing input: the check could not compare, so the phase is an error (run
+    again on resume), never a difference."""
+    body = "def test_oom():\n    raise RuntimeError('CUDA out of memory')\n"
+    entry = run(tmp_path, checks_dir(tmp_path, body), host())
+    assert entry["exit"] == 2 and entry["error"] == 1 and entry["failed"] == 0, entry
+
+
 def test_a_feature_the_runner_does_not_probe_is_a_usage_error(tmp_path: Path) -> None:
     body = 'import pytest\n\n@pytest.mark.host_feature("deepgem-runs")\ndef test_typo():\n    pass\n'
     entry = run(tmp_path, checks_dir(tmp_path, body), host())
@@ -116,8 +123,13 @@ def test_the_kernel_checks_collect_from_a_copy_outside_the_checkout(tmp_path: Pa
     shutil.copytree(REPO / "checks" / "gpu", outside, ignore=shutil.ignore_patterns("__pycache__"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("BITEXACT_")}
     env["BITEXACT_SGLANG_SERIES"] = str(REPO / "patches" / "sglang")
-    entry = kernels.run(checks=outside, work=tmp_path / "work", python=[sys.executable], env=env,
-                        host=host("9.0", deepgemm=False), out=tmp_path / "out")  # fmt: skip
+    entry = kernels.run(
+        checks=outside,
+        python=[sys.executable],
+        env=env,
+        host=host("9.0", deepgemm=False),
+        out=tmp_path / "out",
+    )
     report = (tmp_path / "out" / "selection-report.json").read_text()
     assert '"collection_errors": []' in report
     assert entry["exit"] == 2 and entry["skipped"] == entry["selected"] > 200
@@ -132,7 +144,11 @@ def test_the_kernel_checks_declare_what_they_need(tmp_path: Path, capability: st
     """On Hopper the checks that run DeepGEMM (9, where it does not run) and the sm_120 equality (4) are
     left out, as on the lent H100; on the recipe's card without DeepGEMM running, the sm_90-proven GEMM
     comparisons (27) and every check that needs DeepGEMM (13)."""
-    entry = kernels.run(checks=REPO / "checks" / "gpu", work=tmp_path / "work", python=[sys.executable],
-                        env={**os.environ, "BITEXACT_SGLANG_SERIES": str(REPO / "patches" / "sglang")},
-                        host=host(capability, deepgemm=False), out=tmp_path / "out")  # fmt: skip
+    entry = kernels.run(
+        checks=REPO / "checks" / "gpu",
+        python=[sys.executable],
+        env={**os.environ, "BITEXACT_SGLANG_SERIES": str(REPO / "patches" / "sglang")},
+        host=host(capability, deepgemm=False),
+        out=tmp_path / "out",
+    )
     assert len(entry["left_out"]) == left, entry["left_out"]

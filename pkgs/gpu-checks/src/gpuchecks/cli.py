@@ -269,6 +269,12 @@ def summary(out: Path) -> int:
     entries = Verdicts(out).entries()
     for line in summary_lines(run, entries):
         print(line)
+    if not run.get("finished"):
+        print(
+            f"{PROG}: the run in {out} did not finish (interrupted, or still running): "
+            "these are its verdicts so far"
+        )
+        return 2
     return overall_exit(Verdicts(out).latest().values())
 
 
@@ -278,8 +284,12 @@ def step_verdict(out: Path, step: str) -> int:
     if not (out / "run.json").is_file():
         return fail(f"{out}: no run.json: not a run's OUT folder")
     entries = [e for (tree, name), e in Verdicts(out).latest().items() if name == step]
-    if not entries:
-        return fail(f"{out}: no verdict for step {step!r}: the run did not reach it (its log says why)")
+    if not any(e["tree"] == "patched" for e in entries):
+        # the stock tree's expectation alone says nothing of the build under test
+        return fail(
+            f"{out}: no verdict for step {step!r} on the patched tree: the run did not reach it "
+            "(its log says why)"
+        )
     for line in summary_lines({"out": str(out), "host_line": step}, entries)[1:-1]:
         print(line)
     words = {outcome(e) for e in entries}
@@ -316,6 +326,11 @@ def run_or_record(args: argparse.Namespace, extra: list[str]) -> int:
     only = None
     if getattr(args, "only", None):
         only = set(args.only.split(","))
+        references = sorted(only & {r.name for r in plan.references.values()})
+        if references:
+            return fail(
+                f"--only {', '.join(references)}: a reference runs for the batteries that need it; name those"
+            )
         unknown = sorted(only - set(plan.step_names))
         if unknown:
             return fail(

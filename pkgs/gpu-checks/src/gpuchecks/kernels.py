@@ -13,12 +13,15 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gpuchecks.host import Host
 from gpuchecks.selection import ENV as SELECTION_ENV
+from gpuchecks.servers import kill_group
 
 
 def copy_checks(source: Path, dest: Path) -> Path:
@@ -75,14 +78,33 @@ def left_out_summary(left_out: dict[str, str]) -> list[str]:
 def run(
     *,
     checks: Path,
+    python: list[str],
+    env: dict[str, str],
+    host: Host,
+    out: Path,
+    live: tuple[Callable[[Any], None], Callable[[Any], None]] | None = None,
+) -> dict[str, Any]:
+    """Run the kernel phase; its verdict entry (the plugin's report folded in). The copy of the checks and
+    the Triton cache live in a scratch folder under $TMPDIR, removed afterwards (never in OUT: in the
+    flake's run OUT is the store path). `live`: (hold, release) of the pytest process, so that an
+    interrupted run can stop it."""
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="gpu-checks-kernels-"))
+    try:
+        return _run(checks, work, python, env, host, out, live)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(
+    checks: Path,
     work: Path,
     python: list[str],
     env: dict[str, str],
     host: Host,
     out: Path,
+    live: tuple[Callable[[Any], None], Callable[[Any], None]] | None,
 ) -> dict[str, Any]:
-    """Run the kernel phase; its verdict entry (the plugin's report folded in)."""
-    out.mkdir(parents=True, exist_ok=True)
     copy = copy_checks(checks, work / "kernel-checks")
     report_path = out / "selection-report.json"
     report_path.unlink(missing_ok=True)
@@ -123,11 +145,23 @@ def run(
     with log_path.open("w") as log_file:
         log_file.write("+ " + " ".join(argv) + "\n")
         log_file.flush()
-        done = subprocess.run(argv, cwd=copy, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            argv, cwd=copy, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        if live:
+            live[0](proc)
+        try:
+            proc.wait()
+        finally:
+            if live:
+                live[1](proc)
+            if proc.poll() is None:
+                kill_group(proc.pid)
+                proc.wait()
     report = json.loads(report_path.read_text()) if report_path.is_file() else None
     tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
-    code, why = verdict(report, done.returncode, tail)
-    entry: dict[str, Any] = {"exit": code, "why": why, "pytest_exit": done.returncode}
+    code, why = verdict(report, proc.returncode, tail)
+    entry: dict[str, Any] = {"exit": code, "why": why, "pytest_exit": proc.returncode}
     if report is not None:
         entry.update(
             {

@@ -23,10 +23,11 @@ def record(run: Run, extra: list[str]) -> int:
     names = [inputs.plan.recipe, f"{inputs.plan.recipe}-long"][: len(inputs.plan.golden_record_commands)]
     card = run.host.slug
     there = [inputs.golden_dir / card / f"{n}.json" for n in names] if card else []
-    if there and all(p.exists() for p in there) and "--force" not in extra:
-        # Refused before a server starts: bitexact would refuse each command after it.
+    existing = [p for p in there if p.exists()]
+    if existing and "--force" not in extra:
+        # Refused before a server starts: bitexact would refuse the command after it.
         log(
-            f"record: this card's goldens exist ({', '.join(map(str, there))}); pass -- --force to "
+            f"record: this card's goldens exist ({', '.join(map(str, existing))}); pass -- --force to "
             "replace them"
         )
         return 2
@@ -35,13 +36,14 @@ def record(run: Run, extra: list[str]) -> int:
         log("record: the launcher could not describe the build (--build-info); a golden needs it")
         return 2
     variant = inputs.plan.golden_record_variant
-    try:
-        server = run.start(tree, variant, inputs.port, out / f"server-{variant}.log")
-    except (PortTaken, ServerFailed, TreeError) as error:
-        log(f"record: {error}")
-        return 2
+    server = None
     results = []
     try:
+        try:
+            server = run.start(tree, variant, inputs.port, out / f"server-{variant}.log")
+        except (PortTaken, ServerFailed, TreeError) as error:
+            log(f"record: {error}")
+            return 2
         values = {
             "URL": f"sglang+http://127.0.0.1:{inputs.port}",
             "RECIPE": str(inputs.recipe),
@@ -67,9 +69,12 @@ def record(run: Run, extra: list[str]) -> int:
                 break
     except KeyboardInterrupt:
         log("record: interrupted")
+        run.stop.set()
         return 130
     finally:
-        server.stop()
+        run.stop_everything()  # the server, and a bitexact command still running
+        if server is not None:
+            server.stop()
     code = worst_exit(results)
     log(f"record: exit {code}; goldens under {inputs.golden_dir}, reports under {out}")
     return code

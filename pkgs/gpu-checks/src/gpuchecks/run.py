@@ -25,7 +25,7 @@ from gpuchecks.host import Host
 from gpuchecks.plan import Plan, PlanError, Step, fill
 from gpuchecks.results import INTERRUPTED, Verdicts, expectation_met, overall_exit, summary_lines, worst_exit
 from gpuchecks.servers import PortTaken, Server, ServerFailed, answers, capacity, kill_group, log, meta_sample
-from gpuchecks.trees import Tree, TreeError
+from gpuchecks.trees import MANIFEST, Tree, TreeError
 
 REFERENCE_FILE = "reference.json"
 REFERENCE_VARIANT = "no-spec"
@@ -77,7 +77,8 @@ class Run:
     def __init__(self, inputs: Inputs, host: Host) -> None:
         self.i, self.host = inputs, host
         self.verdicts = Verdicts(inputs.out)
-        self.stop = threading.Event()
+        self.stop = threading.Event()  # no new work: an interrupt, or a lane's unexpected error
+        self.interrupted = threading.Event()
         self.start_lock = threading.Lock()
         self._live: set[Any] = set()  # servers and subprocesses to stop on an interrupt
         self._live_lock = threading.Lock()
@@ -116,7 +117,7 @@ class Run:
     # --- bookkeeping -----------------------------------------------------------------------------------
 
     def record(self, entry: dict[str, Any]) -> None:
-        if self.stop.is_set():
+        if self.interrupted.is_set():
             return  # an interrupted step is run again on resume, never recorded half done
         entry.setdefault("at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         self.verdicts.record(entry)
@@ -212,11 +213,11 @@ class Run:
         started = time.monotonic()
         entry = kernels.run(
             checks=self.i.kernel_checks,
-            work=self.i.out / "scratch",
             python=self.i.python,
             env=self.i.kernel_env,
             host=self.host,
             out=self.i.out / "patched" / job.name,
+            live=(self._hold, self._release),
         )
         entry.update({"step": job.name, "tree": "patched", "kind": "kernels"})
         entry["seconds"] = round(time.monotonic() - started, 1)
@@ -282,16 +283,27 @@ class Run:
         is ready), so that no two size their pools at once."""
         argv, env = tree.server_command(self.i.recipe, variant, port)
         with self.start_lock:
+            if self.stop.is_set():  # an interrupt's snapshot of live servers would miss this one
+                raise ServerFailed(
+                    f"the {tree.name} tree's {variant} server was not started: the run is stopping"
+                )
             log(f"starting the {tree.name} tree's {variant} server on port {port}")
             server = Server(f"{tree.name} {variant}", argv, env, port, log_path, cwd=self.i.cwd)
             self._hold(server)
-            limit = time.monotonic() + self.i.stagger_s
-            # Hold the start lock until this server is ready or STAGGER_S passed, whichever is first.
-            while time.monotonic() < limit and server.proc.poll() is None and not self.stop.is_set():
-                if answers(f"http://127.0.0.1:{port}/health_generate"):
-                    break
-                time.sleep(1)
-        ready = server.wait_ready(self.i.start_timeout)
+        try:
+            with self.start_lock:
+                limit = time.monotonic() + self.i.stagger_s
+                # Hold the start lock until this server is ready or STAGGER_S passed, whichever is first.
+                while time.monotonic() < limit and server.proc.poll() is None and not self.stop.is_set():
+                    if answers(f"http://127.0.0.1:{port}/health_generate"):
+                        break
+                    time.sleep(1)
+            ready = server.wait_ready(self.i.start_timeout, stopped=self.stop.is_set)
+        except BaseException:
+            # a start that failed, timed out or was given up leaves no server behind
+            server.stop()
+            self._release(server)
+            raise
         restarted = f" (started {len(server.restarts) + 1} times)" if server.restarts else ""
         log(f"the {tree.name} tree's {variant} server is ready after {ready:.0f} s{restarted}")
         return server
@@ -444,18 +456,23 @@ class Run:
         except KeyboardInterrupt:
             interrupted = True
             log("interrupted: stopping the servers and commands of this run")
+            self.interrupted.set()
             self.stop.set()
             self.stop_everything()
             for thread in threads:
                 thread.join(60)
+        finally:
+            self.stop_everything()  # whatever a lane still held (a start that outlived the joins)
         if failures and not interrupted:
-            self.stop_everything()
             raise failures[0]
         return self.finish(interrupted)
 
     def finish(self, interrupted: bool) -> int:
         entries = self.verdicts.entries()
-        run = json.loads((self.i.out / "run.json").read_text())
+        run_path = self.i.out / "run.json"
+        run = json.loads(run_path.read_text())
+        run["finished"] = not interrupted  # `summary` says so of a run that did not finish
+        run_path.write_text(json.dumps(run, indent=1) + "\n")
         lines = summary_lines(run, entries, interrupted)
         (self.i.out / "summary.txt").write_text("\n".join(lines) + "\n")
         for line in lines:
@@ -473,10 +490,22 @@ def rerun_command(command: list[str]) -> list[str]:
 
 def identity(inputs: Inputs, host: Host) -> dict[str, Any]:
     """What a resumed run must share with the run that wrote OUT."""
+
+    def tree_id(tree: Tree) -> dict[str, Any]:
+        manifest = tree.site / MANIFEST
+        return {
+            "site": str(tree.site),
+            "manifest_sha256": sha256_of(manifest) if manifest.is_file() else None,
+        }
+
+    series = sorted(inputs.series.glob("*.patch")) if inputs.series else []
     return {
         "plan_sha256": sha256_of(inputs.plan.path),
         "recipe_sha256": sha256_of(inputs.recipe),
-        "trees": {name: str(tree.site) for name, tree in sorted(inputs.trees.items())},
+        "trees": {name: tree_id(tree) for name, tree in sorted(inputs.trees.items())},
+        "series_sha256": hashlib.sha256(b"".join(p.read_bytes() for p in series)).hexdigest(),
+        "server_env": dict(sorted(next(iter(inputs.trees.values())).server_env.items())),
+        "golden_dir": str(inputs.golden_dir),
         "card": host.slug,
     }
 

@@ -92,6 +92,18 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
         _STATE.collection_errors.append(f"{report.nodeid}: {str(report.longrepr)[-1500:]}")
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A test body that fails by an assertion (or pytest.fail) found a difference; one that raises anything
+    else (CUDA out of memory, a missing input) could not check: an error, run again on resume."""
+    outcome = yield
+    report = outcome.get_result()
+    excinfo = call.excinfo
+    if call.when == "call" and report.failed and excinfo is not None:
+        checked = excinfo.errisinstance((AssertionError, pytest.fail.Exception))
+        report.user_properties.append(("bitexact_failure", "failed" if checked else "error"))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     assert _STATE is not None
     entry = _STATE.outcomes.setdefault(report.nodeid, {"outcome": "passed"})
@@ -100,7 +112,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
         entry.update(outcome="skipped", reason=str(reason))
     elif report.failed and entry["outcome"] != "skipped":
-        outcome = "failed" if report.when == "call" else "error"
+        kind = dict(report.user_properties).get("bitexact_failure", "failed")
+        outcome = kind if report.when == "call" else "error"
         if entry["outcome"] != "failed":
             entry["outcome"] = outcome
         entry.setdefault("detail", str(report.longrepr)[-2000:])

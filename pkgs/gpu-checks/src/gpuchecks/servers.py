@@ -98,12 +98,20 @@ class Server:
             text = f.read().decode(errors="replace")
         return next((sign for sign in POOL_SIZING_FAILURES if sign in text), None)
 
-    def wait_ready(self, timeout_s: float, sleep: Callable[[float], None] = time.sleep) -> float:
+    def wait_ready(
+        self,
+        timeout_s: float,
+        sleep: Callable[[float], None] = time.sleep,
+        stopped: Callable[[], bool] = lambda: False,
+    ) -> float:
         """Seconds from the latest start to readiness. TIMEOUT_S counts from the first start, restarts
-        included, so that a caller's time budget holds; a restart is tried only while time is left."""
+        included, so that a caller's time budget holds; a restart is tried only while time is left.
+        `stopped` says when the caller gives up (an interrupted run): ServerFailed at once."""
         url = f"http://127.0.0.1:{self.port}/health_generate"
         deadline = self.started + timeout_s
         while time.monotonic() < deadline:
+            if stopped():
+                raise ServerFailed(f"the {self.name} server's start was given up: the run is stopping")
             if self.proc.poll() is not None:
                 failure = self.pool_sizing_failure()
                 time_left = deadline - time.monotonic() > self.pool_sizing_pause_s
