@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuchecks import servers
 from gpuchecks.servers import PortTaken, answers, log, meta_sample, stop_group
-from gpuchecks.trees import Tree, with_memory_fraction
+from gpuchecks.trees import Tree, with_launch_value, with_memory_fraction
 
 REPO = Path(__file__).resolve().parents[2]
 PORT = 30000
@@ -35,6 +35,7 @@ __all__ = [
     "log",
     "meta_sample",
     "recipe_with_memory",
+    "recipe_with_running",
     "run_bitexact",
     "stop_group",
     "through_launcher",
@@ -60,6 +61,12 @@ def through_launcher(work: Path, tree: str) -> bool:
 def recipe_with_memory(recipe: Path, fraction: float, dest: Path) -> Path:
     """A copy of the recipe whose `--mem-fraction-static` is `fraction` (it keeps the recipe's name)."""
     return with_memory_fraction(recipe, fraction, dest)
+
+
+def recipe_with_running(recipe: Path, requests: int, dest: Path) -> Path:
+    """A copy of the recipe whose `--max-running-requests` is `requests`: fewer request slots leave the
+    speculative servers' verify states less room, so longer contexts fit a smaller card."""
+    return with_launch_value(recipe, "--max-running-requests", str(requests), dest)
 
 
 class Server(servers.Server):

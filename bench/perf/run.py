@@ -302,6 +302,8 @@ def bench(
         str(args.new_tokens),
         "--warmup",
         str(warmup),
+        "--runs",
+        str(args.runs),
         "--out",
         str(out / name),
         "--json",
@@ -313,7 +315,7 @@ def bench(
             done = subprocess.run(
                 command,
                 cwd=REPO,
-                env=lab_servers.base_env(args.work, spec.tree, RECIPE),
+                env=lab_servers.base_env(args.work, spec.tree, served_recipe(args)),
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 text=True,
@@ -324,6 +326,25 @@ def bench(
     if done.returncode != 0:
         raise RunError(f"bitexact bench exited {done.returncode}; see {out / name}.log")
     return json.loads(done.stdout)
+
+
+def served_recipe(args: argparse.Namespace) -> Path:
+    """The recipe the servers start from: RECIPE, or a copy with --max-running-requests replaced."""
+    requests = getattr(args, "max_running_requests", None)
+    if requests is None:
+        return RECIPE
+    return lab_servers.recipe_with_running(
+        RECIPE, requests, args.results / f"recipe-max-running-{requests}.json"
+    )
+
+
+def max_running(args: argparse.Namespace) -> int:
+    """The request slots the servers run with (the recipe's unless --max-running-requests replaced it)."""
+    requests = getattr(args, "max_running_requests", None)
+    if requests is not None:
+        return int(requests)
+    argv = recipe()["launch"]["argv"]
+    return int(argv[argv.index("--max-running-requests") + 1])
 
 
 def profile_lengths(text: str) -> list[int]:
@@ -466,10 +487,13 @@ def measure_one(spec: ServerSpec, args: argparse.Namespace, deadline: float) -> 
         json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
     )
     timings.update(server=spec.name, tree=spec.tree, variant=spec.variant, accept_len=accept_len(spec))
+    timings.update(runs=args.runs, max_running_requests=max_running(args))
     timings.pop("server_restarts", None)  # an earlier call's start, not this one's
     log(f"{spec.name}: starting ({spec.tree} tree, variant {spec.variant})")
     try:
-        server = lab_servers.Server(args.work, spec.tree, spec.variant, args.port, out / "server.log", RECIPE)
+        server = lab_servers.Server(
+            args.work, spec.tree, spec.variant, args.port, out / "server.log", served_recipe(args)
+        )
     except ValueError as error:  # gpuchecks.trees.TreeError: the launcher could not print the command
         raise RunError(f"{spec.name}: {error}") from None
     except lab_servers.PortTaken as error:
@@ -870,6 +894,12 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--long-warmup", type=int, default=0, help="warm-ups per long length (default 0)")
     m.add_argument("--new-tokens", type=int, default=NEW_TOKENS)
     m.add_argument("--warmup", type=int, default=1)
+    m.add_argument("--runs", type=int, default=1, help="timed runs per length; the median is reported")
+    m.add_argument(
+        "--max-running-requests",
+        type=int,
+        help="replace the recipe's request slots (fewer leave longer contexts room; recorded in run.json)",
+    )
     m.add_argument("--tokenizer", help="bench prompts' tokenizer (default: the 27B-shaped target's folder)")
     m.add_argument(
         "--profile-prompt",

@@ -113,14 +113,20 @@ def check_site(name: str, site: Path) -> Path:
 
 def with_memory_fraction(recipe: Path, fraction: float, dest: Path) -> Path:
     """A copy of the recipe at `dest` whose `--mem-fraction-static` is `fraction`, for servers that share
-    one card (SGLang sizes its pools from that share of the memory free at its start). The copy keeps the
-    recipe's name, so its goldens and references key as the recipe's do; an unchanged copy is not
-    rewritten (a resumed run's identity holds)."""
+    one card (SGLang sizes its pools from that share of the memory free at its start)."""
+    return with_launch_value(recipe, "--mem-fraction-static", f"{fraction:g}", dest)
+
+
+def with_launch_value(recipe: Path, flag: str, value: str, dest: Path) -> Path:
+    """A copy of the recipe at `dest` whose launch argv gives `flag` the value `value` (a flag the recipe
+    already sets: a host setting replaces, it never adds numerics). The copy keeps the recipe's name, so its
+    goldens and references key as the recipe's do; an unchanged copy is not rewritten (a resumed run's
+    identity holds)."""
     data = json.loads(recipe.read_text())
     argv = data["launch"]["argv"]
-    if "--mem-fraction-static" not in argv:
-        raise TreeError(f"recipe {recipe} sets no --mem-fraction-static to replace")
-    argv[argv.index("--mem-fraction-static") + 1] = f"{fraction:g}"
+    if flag not in argv:
+        raise TreeError(f"recipe {recipe} sets no {flag} to replace")
+    argv[argv.index(flag) + 1] = value
     dest.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(data, indent=2) + "\n"
     if not dest.exists() or dest.read_text() != text:
