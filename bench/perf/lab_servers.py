@@ -40,6 +40,7 @@ __all__ = [
     "stop_group",
     "through_launcher",
     "tree_of",
+    "with_launch_value",
 ]
 
 

@@ -219,6 +219,7 @@ def _args(tmp_path: Path, **extra: Any) -> argparse.Namespace:
         profile_steps=3,
         out=None,
         server=["exact-spec"],
+        runs=1,
     )
     values.update(extra)
     return argparse.Namespace(**values)
@@ -342,7 +343,7 @@ def test_bench_runs_bitexact_against_an_sglang_shaped_server(tmp_path: Path) -> 
     from bx_tiny_models import make_model
 
     model = make_model(tmp_path / "tiny", layers=1, hidden=32, seed=0)
-    args = _args(tmp_path, lengths="40,60", new_tokens=4, warmup=0, tokenizer="bytes")
+    args = _args(tmp_path, lengths="40,60", new_tokens=4, warmup=0, tokenizer="bytes", runs=3)
     out = tmp_path / "results" / "stock-spec"
     out.mkdir(parents=True)
     with FakeServer(Backend(model)) as server:
@@ -351,7 +352,28 @@ def test_bench_runs_bitexact_against_an_sglang_shaped_server(tmp_path: Path) -> 
         )
     assert [r["prompt_tokens"] for r in summary["rows"]] == [40, 60]
     assert all(r["new_tokens"] == 4 and r["decode_tps"] > 0 for r in summary["rows"])
+    assert all(r["runs"] == 3 for r in summary["rows"])  # medians of --runs timed runs
     assert list((out / "bench").glob("bench-*.jsonl"))  # bitexact's resumable timings
+
+
+def test_fewer_request_slots_are_a_recipe_copy_the_servers_start_from(tmp_path: Path) -> None:
+    """--max-running-requests replaces the recipe's value in a copy (nothing else changes), the servers
+    start from that copy through the launcher, and run.json records the slots either way."""
+    args = _args(tmp_path, max_running_requests=2)
+    copy = run.served_recipe(args)
+    original, changed = json.loads(PERF.read_text()), json.loads(copy.read_text())
+    argv = changed["launch"]["argv"]
+    assert argv[argv.index("--max-running-requests") + 1] == "2"
+    argv[argv.index("--max-running-requests") + 1] = "8"
+    assert changed == original and copy.parent == args.results
+    assert run.max_running(args) == 2 and run.max_running(_args(tmp_path)) == 8
+    assert run.served_recipe(_args(tmp_path)) == run.RECIPE
+    (tmp_path / "patched" / "sglang" / "srt").mkdir(parents=True)
+    (tmp_path / "patched" / "sglang" / "srt" / "bitexact_manifest.json").write_text("{}")
+    argv, _ = run.lab_servers.tree_of(tmp_path, "patched").server_command(copy, "perf-exact-spec", 30001)
+    assert argv[argv.index("--recipe") + 1] == str(copy)
+    with pytest.raises(ValueError, match="sets no --no-such-flag"):
+        run.lab_servers.with_launch_value(PERF, "--no-such-flag", "1", tmp_path / "x.json")
 
 
 def test_pack_stays_within_the_device_tools_limits(tmp_path: Path, spec_trace: dict[str, Any]) -> None:
@@ -581,3 +603,27 @@ def test_profile_lengths_are_checked() -> None:
     for bad in ("", "2200,", "x", "0", "-5,100"):
         with pytest.raises(argparse.ArgumentTypeError):
             run.profile_lengths(bad)
+
+
+def test_the_27b_goldens_are_recorded_before_they_are_checked(tmp_path: Path) -> None:
+    """bench/perf/goldens.py's commands, parsed by bitexact's own parser: record the prompts and the long
+    prompts into --recorded first; with --check, check both against the committed goldens (the card's own
+    or its family's), at the golden's long lengths and with the 27B shape's tokenizer."""
+    import goldens
+    from bitexact.cli import build_parser
+
+    args = argparse.Namespace(
+        recorded=tmp_path / "rec", out=tmp_path / "out", long="16k", build_id="abc", check=True,
+        golden_dir=REPO / "checks" / "golden",
+    )  # fmt: skip
+    planned = goldens.commands(args, "sglang+http://127.0.0.1:30000", tmp_path / "info.json")
+    assert [name for name, _ in planned] == ["record", "record-long", "check", "check-long"]
+    parser = build_parser()
+    for name, command in planned:
+        parsed = parser.parse_args(command[1:])
+        assert Path(parsed.recipe) == run.RECIPE and parsed.variant == "recipe"
+        assert parsed.golden_dir == (args.recorded if name.startswith("record") else args.golden_dir)
+        assert (parsed.long == "16k") == name.endswith("-long")
+        assert parsed.build_info == tmp_path / "info.json"
+    args.check = False
+    assert [name for name, _ in goldens.commands(args, "u", tmp_path)] == ["record", "record-long"]
