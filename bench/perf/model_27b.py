@@ -249,12 +249,18 @@ class Memory:
     context_len: int
     static_gib: float  # weights + pools = avail * mem_fraction, by SGLang's construction
     avail_gib: float
+    max_running: int = 8
+
+    @property
+    def starts(self) -> bool:
+        """SGLang refuses to start when nothing is left for KV (`rest_memory <= 0`)."""
+        return self.kv_gib > 0
 
     @property
     def fits(self) -> bool:
-        """SGLang refuses to start when nothing is left for KV (`rest_memory <= 0`); a pool shorter than
-        the context would cap every request below the recipe's 262144 tokens."""
-        return self.kv_gib > 0 and self.kv_tokens >= self.context_len
+        """It starts and its KV holds the recipe's whole context (262144 tokens); a shorter pool caps every
+        request at the pool's length (the longest prompt that can be measured)."""
+        return self.starts and self.kv_tokens >= self.context_len
 
 
 def rotary_cache_bytes(cfg: dict[str, Any]) -> int:
@@ -313,6 +319,7 @@ def memory(
     speculative: bool = True,
     avail_gib: float = CARDS[DEFAULT_CARD].avail_gib,
     mem_fraction: float = 0.88,
+    max_running: int = 8,
 ) -> Memory:
     target = target or target_config()
     drafter = (drafter or drafter_config()) if speculative else None
@@ -328,6 +335,7 @@ def memory(
         avail_gib=avail_gib,
         after_weights_gib=avail_gib - weights_gib,
         mem_fraction=mem_fraction,
+        max_running=max_running,
     )
     return Memory(
         target_params=t_params,
@@ -342,6 +350,7 @@ def memory(
         context_len=MAX_POSITIONS,
         static_gib=weights_gib + mamba + intermediate + kv,
         avail_gib=avail_gib,
+        max_running=max_running,
     )
 
 
@@ -351,9 +360,17 @@ def memory_text(m: Memory, label: str, card: str = DEFAULT_CARD) -> str:
         f"weights {m.weights_gib:.1f} GiB, GDN state {m.mamba_gib:.2f} GiB, verify states "
         f"{m.intermediate_gib:.2f} GiB, KV {m.kv_gib:.1f} GiB = {m.kv_tokens} tokens "
         f"({m.kv_bytes_per_token} B/token; context {m.context_len}); static {m.static_gib:.1f} GiB + slack "
-        f"{m.slack_gib:.1f} GiB of {m.avail_gib:.2f} GiB free ({CARDS[card].total_gib:.1f} GiB {card}): "
-        f"{'fits' if m.fits else 'DOES NOT FIT'}"
+        f"{m.slack_gib:.1f} GiB of {m.avail_gib:.2f} GiB free ({CARDS[card].total_gib:.1f} GiB {card}), "
+        f"{m.max_running} running requests: {verdict(m)}"
     )
+
+
+def verdict(m: Memory) -> str:
+    if m.fits:
+        return "fits"
+    if m.starts:
+        return f"starts, but no request can exceed {m.kv_tokens} tokens (the context is {m.context_len})"
+    return "DOES NOT FIT (nothing left for KV: SGLang refuses to start)"
 
 
 def write(out: Path, layers: int = LAYERS) -> dict[str, Any]:
@@ -388,6 +405,13 @@ def main(argv: list[str] | None = None) -> int:
         help=f"the card whose free memory the estimate sizes the pools from (default {DEFAULT_CARD})",
     )
     parser.add_argument(
+        "--max-running-requests",
+        dest="max_running",
+        type=int,
+        default=8,
+        help="request slots, as the server's flag (default 8, the recipe's): fewer leave KV more room",
+    )
+    parser.add_argument(
         "--layers",
         type=int,
         default=LAYERS,
@@ -403,9 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     target, drafter = target_config(layers=args.layers), drafter_config(layers=args.layers)
     card = CARDS[args.card]
     for speculative, label in ((True, "speculative servers"), (False, "exact no-spec server")):
-        m = memory(target, drafter, speculative=speculative, avail_gib=card.avail_gib)
+        m = memory(
+            target, drafter, speculative=speculative, avail_gib=card.avail_gib, max_running=args.max_running
+        )
         print(memory_text(m, label, args.card))
-        if not m.fits:
+        if not m.starts:
             print(f"model_27b: the estimate says this shape does not fit the {args.card}", file=sys.stderr)
             return 1
     if args.out is not None:

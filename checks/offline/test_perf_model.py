@@ -157,6 +157,20 @@ def test_the_27b_shape_fits_the_h200() -> None:
     assert not model_27b.memory(speculative=True, avail_gib=70.0).fits
 
 
+def test_on_80_gb_fewer_request_slots_make_room_for_131072_tokens() -> None:
+    """The H100's free memory: the speculative servers start at the recipe's 8 slots but cap requests below
+    65536 tokens (the verify states crowd the KV out); 2 slots leave room for a 131072-token prompt and its
+    new tokens. Without speculation the whole context fits."""
+    avail = model_27b.CARDS["h100-sxm5-80gb"].avail_gib
+    eight = model_27b.memory(speculative=True, avail_gib=avail)
+    two = model_27b.memory(speculative=True, avail_gib=avail, max_running=2)
+    assert eight.starts and not eight.fits and 32768 + 128 < eight.kv_tokens < 65536
+    assert two.intermediate_gib == pytest.approx(eight.intermediate_gib * 3 / 9)
+    assert 131072 + 128 < two.kv_tokens < 262144
+    assert model_27b.memory(speculative=False, avail_gib=avail).fits
+    assert model_27b.verdict(eight).startswith(f"starts, but no request can exceed {eight.kv_tokens} tokens")
+
+
 def test_written_folders_load_with_transformers(tmp_path: Path) -> None:
     from transformers import AutoConfig, AutoTokenizer
 
