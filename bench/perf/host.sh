@@ -15,7 +15,8 @@ step=${1:?step: model or measure}
 shift
 case "$step" in
   model)
-    "$py" bench/perf/model_27b.py .e2e/perf-27b "$@" ;;
+    # The estimate reads the card through the product's gpuhost, as assemble.py build installed it.
+    PYTHONPATH="$work/deps" "$py" bench/perf/model_27b.py .e2e/perf-27b "$@" ;;
   measure)
     server=${1:?server: exact-spec, stock-spec, exact-no-spec or stock-no-spec}
     shift

@@ -31,9 +31,11 @@ sizing (`mem_cache/kv_cache_configurator.py`: `_profile_available_bytes`, `_hand
 `configs/mamba_utils.py`: `mamba_cache_per_req`); checks/offline/test_perf_model.py checks the formula
 against the pool sizes of the committed e2e server logs.
 
-Usage (on the GPU host or here):
+Usage (on the GPU host; here with --card SLUG):
     python bench/perf/model_27b.py OUT_DIR      # OUT_DIR/{target,drafter}/, OUT_DIR/perf-27b-model.json
     python bench/perf/model_27b.py --estimate   # prints the memory estimate only
+The estimate sizes the pools from the free memory of the card it runs on (read through gpuhost, the
+product's card reader), or of the card `--card SLUG` names (a CPU machine must name one).
 """
 
 from __future__ import annotations
@@ -232,7 +234,34 @@ CARDS = {
         "docs/evidence/runner-h100-2026-12-06); NVML 81559 MiB",
     ),
 }
-DEFAULT_CARD = "h200"
+DEFAULT_CARD = "h200"  # the recipe's measured card: memory()'s default, for the tests' pool checks
+
+
+def running_card() -> str:
+    """The card-table slug of this machine's card (gpuhost, the product's card reader). SystemExit with
+    the fix where it cannot be read, names no card, or is a card CARDS has no free-memory figure for."""
+    try:
+        from gpuhost import CardIdentityError, local_card, slug_for
+    except ImportError:
+        raise SystemExit(
+            "model_27b: gpuhost (the card reader, pip install ./pkgs/server) is not importable here, so the "
+            f"card cannot be read: name it with --card ({', '.join(sorted(CARDS))})"
+        ) from None
+    try:
+        card = local_card()
+    except CardIdentityError as error:
+        raise SystemExit(f"model_27b: {error}") from None
+    if card is None:
+        raise SystemExit(
+            f"model_27b: this machine has no NVIDIA card: name one with --card ({', '.join(sorted(CARDS))})"
+        )
+    slug = slug_for(card)
+    if slug not in CARDS:
+        raise SystemExit(
+            f"model_27b: this machine's card is {slug}, for which CARDS holds no free-memory figure: add "
+            "the 'Load weight begin. avail mem=' value SGLang logs alone on it, or name a card with --card"
+        )
+    return slug
 
 
 @dataclass(frozen=True)
@@ -401,8 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--card",
         choices=sorted(CARDS),
-        default=DEFAULT_CARD,
-        help=f"the card whose free memory the estimate sizes the pools from (default {DEFAULT_CARD})",
+        help="the card whose free memory the estimate sizes the pools from (default: this machine's card)",
     )
     parser.add_argument(
         "--max-running-requests",
@@ -425,14 +453,15 @@ def main(argv: list[str] | None = None) -> int:
             f"--layers {args.layers}: give a multiple of {FULL_ATTENTION_INTERVAL} from 4 to {LAYERS}"
         )
     target, drafter = target_config(layers=args.layers), drafter_config(layers=args.layers)
-    card = CARDS[args.card]
+    slug = args.card or running_card()
+    card = CARDS[slug]
     for speculative, label in ((True, "speculative servers"), (False, "exact no-spec server")):
         m = memory(
             target, drafter, speculative=speculative, avail_gib=card.avail_gib, max_running=args.max_running
         )
-        print(memory_text(m, label, args.card))
+        print(memory_text(m, label, slug))
         if not m.starts:
-            print(f"model_27b: the estimate says this shape does not fit the {args.card}", file=sys.stderr)
+            print(f"model_27b: the estimate says this shape does not fit the {slug}", file=sys.stderr)
             return 1
     if args.out is not None:
         write(args.out, args.layers)

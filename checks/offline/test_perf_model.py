@@ -5,11 +5,14 @@ sizing reproduces the pools of the committed e2e server logs and says the shape 
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from driver_standins import H100_PCIE, H100_SXM, install_driver, nvml_env
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench" / "perf"))
@@ -190,9 +193,43 @@ def test_written_folders_load_with_transformers(tmp_path: Path) -> None:
 
 
 def test_cli_estimate(capsys: pytest.CaptureFixture[str]) -> None:
-    assert model_27b.main(["--estimate"]) == 0
+    assert model_27b.main(["--estimate", "--card", "h200"]) == 0
     out = capsys.readouterr().out
     assert "speculative servers:" in out and "fits" in out and "DOES NOT FIT" not in out
+
+
+def estimate_on(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """model_27b.py --estimate as a process, the product's gpuhost importable, on the card `env` shows."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("BITEXACT_") and k != "LD_LIBRARY_PATH"}
+    base["PYTHONPATH"] = str(REPO / "pkgs" / "server" / "src")
+    return subprocess.run(
+        [sys.executable, str(REPO / "bench" / "perf" / "model_27b.py"), "--estimate"],
+        cwd=tmp_path,
+        env=base | env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_estimate_reads_the_running_card(tmp_path: Path) -> None:
+    """Without --card the estimate sizes the pools from the card it runs on (gpuhost through the NVML
+    stand-in): an H100 SXM5 gets the H100's free memory and its verdict, not the H200's."""
+    driver = install_driver(tmp_path / "lib")
+    done = estimate_on({"BITEXACT_DRIVER_LIB": str(driver), **nvml_env(H100_SXM)}, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "of 78.50 GiB free (79.6 GiB h100-sxm5-80gb)" in done.stdout
+    assert "no request can exceed 45420 tokens" in done.stdout
+
+
+def test_without_a_card_the_estimate_asks_for_one(tmp_path: Path) -> None:
+    """A machine without an NVIDIA driver (this one), or a card the table has no figure for: refused with
+    the fix, never the H200's figure in silence."""
+    done = estimate_on({"BITEXACT_DRIVER_LIB": str(tmp_path / "no-driver-here")}, tmp_path)
+    assert done.returncode != 0 and "--card" in done.stderr, done.stderr[-2000:]
+    driver = install_driver(tmp_path / "lib")
+    done = estimate_on({"BITEXACT_DRIVER_LIB": str(driver), **nvml_env(H100_PCIE)}, tmp_path)
+    assert done.returncode != 0 and "holds no free-memory figure" in done.stderr, done.stderr[-2000:]
 
 
 def test_a_shallower_fallback_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -203,7 +240,7 @@ def test_a_shallower_fallback_shape(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "target_layer_ids" not in drafter["dflash_config"]
     full = model_27b.drafter_params(model_27b.drafter_config())
     assert model_27b.drafter_params(drafter) == full  # still 5 context features, one per draft layer
-    assert model_27b.main([str(tmp_path), "--layers", "32"]) == 0
+    assert model_27b.main([str(tmp_path), "--layers", "32", "--card", "h200"]) == 0
     assert '"num_hidden_layers": 32' in (tmp_path / "target" / "config.json").read_text()
     with pytest.raises(SystemExit):
         model_27b.main(["--estimate", "--layers", "30"])
@@ -216,7 +253,15 @@ def test_the_script_runs_on_its_own(tmp_path: Path) -> None:
     import subprocess
 
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "perf" / "model_27b.py"), str(tmp_path / "m"), "--layers", "4"],
+        [
+            sys.executable,
+            str(REPO / "bench" / "perf" / "model_27b.py"),
+            str(tmp_path / "m"),
+            "--layers",
+            "4",
+            "--card",
+            "h200",
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
