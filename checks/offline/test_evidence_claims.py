@@ -66,10 +66,11 @@ def _page(rel: str, repo: Path = REPO) -> str:
 def check_quoted(claim: Claim, repo: Path = REPO) -> None:
     for quote in claim.quoted:
         want = quoted_text(quote, claim)
-        assert want in _page(quote.page, repo), (
-            f"{quote.page} does not quote {claim.name} as {want!r}: update the page, or the claim if the "
-            "figure changed with a new run"
-        )
+        if want not in _page(quote.page, repo):
+            pytest.fail(
+                f"{quote.page} does not quote {claim.name} as {want!r}: update the page, or the claim if the "
+                "figure changed with a new run"
+            )
 
 
 def check_raw(claim: Claim, root: Path = EVIDENCE) -> None:
