@@ -66,8 +66,8 @@ def _page(rel: str, repo: Path = REPO) -> str:
 def check_quoted(claim: Claim, repo: Path = REPO) -> None:
     for quote in claim.quoted:
         want = quoted_text(quote, claim)
-        if want not in _page(quote.page, repo):
-            pytest.fail(
+        if want not in _page(quote.page, repo):  # raised, not asserted: pytest would print the page
+            raise AssertionError(
                 f"{quote.page} does not quote {claim.name} as {want!r}: update the page, or the claim if the "
                 "figure changed with a new run"
             )
