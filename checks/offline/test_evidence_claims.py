@@ -96,7 +96,6 @@ def check_digests(check: DigestCheck, root: Path = EVIDENCE, repo: Path = REPO) 
     path = root / check.folder / check.file
     new = json.loads(path.read_text())
     where = f"{check.folder}/{check.file}"
-    assert new["card"] == golden["card"], f"{where}: card {new['card']}, {check.golden}'s {golden['card']}"
     assert new["settings"] == golden["settings"], f"{where}: other settings than {check.golden}"
     ours = _prompt_digests(path, new["card"], new["recipe"])
     theirs = _prompt_digests(golden_path, golden["card"], golden["recipe"])
