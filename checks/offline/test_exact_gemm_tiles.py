@@ -161,6 +161,7 @@ def test_set_rule_writes_the_fit_into_a_copy_of_patch_0005(tmp_path: Path) -> No
     assert exact_gemm_table.main(["set-rule", str(tmp_path / "missing.json"), str(patch)]) == 2
 
 
+@pytest.mark.evidence  # reads a raw result under docs/evidence
 @pytest.mark.parametrize("path", TABLES, ids=lambda p: p.parent.name)
 def test_the_shipped_rule_on_each_measured_table(path: Path) -> None:
     """On every committed table: the rule's pick is a bit-equal measured candidate for every model shape

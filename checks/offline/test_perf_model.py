@@ -119,6 +119,7 @@ def _log(name: str) -> str:
     return (EVIDENCE / name).read_text()
 
 
+@pytest.mark.evidence  # reads a raw result under docs/evidence
 @pytest.mark.parametrize(
     ("log", "speculative"), [("server-recipe.head.log", True), ("server-no-spec.head.log", False)]
 )

@@ -155,6 +155,7 @@ def _table_ids(path: Path | None) -> str:
     return path.name if path else "no-table"
 
 
+@pytest.mark.evidence  # reads a raw result under docs/evidence
 @pytest.mark.parametrize("path", TABLES or [None], ids=_table_ids)
 def test_rule_choice_matches_the_measured_table(path: Path | None) -> None:
     if path is None:
@@ -164,6 +165,7 @@ def test_rule_choice_matches_the_measured_table(path: Path | None) -> None:
     assert not bad, f"{path.name}: the rule's choice trails the measured table:\n" + "\n".join(bad)
 
 
+@pytest.mark.evidence  # reads a raw result under docs/evidence
 @pytest.mark.parametrize("path", TABLES or [None], ids=_table_ids)
 def test_rule_choice_not_slower_than_cublas(path: Path | None) -> None:
     if path is None:
