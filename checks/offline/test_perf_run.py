@@ -1,4 +1,4 @@
-"""Issue 11's runner: the perf recipe differs from the recipe only in the model paths and
+"""The perf runner: the perf recipe differs from the recipe only in the model paths and
 `--load-format dummy`; the launcher turns its variants into the three servers; bench/perf/run.py checks
 the server's account of speculation, drives SGLang's profiling endpoints, packs results within the device
 tool's limits and builds the tables. No SGLang server can run here (no GPU): the profiling flow runs
