@@ -4,10 +4,11 @@
 (nix-instantiate, nix-store, nix hash, nix-prefetch-url), which a Nix build sandbox does not offer.
 `docker`: runs containers (checks/offline/test_image_container.py; `.ci/run` installs and starts what
 it needs). `browser`: runs a real headless browser (Debian's `chromium`, which .ci/run installs), which a
-Nix build sandbox does not offer either. A test that needs none carries no marker;
-`checks/offline/sandbox_selection.py` runs exactly those
-(`-m "not network and not nix and not docker and not browser"`), here without network or Nix and as the
-`python-offline-tests` flake check.
+Nix build sandbox does not offer either. `evidence`: reads the raw results under docs/evidence, which the
+flake check's source leaves out (it carries each folder's claims.json and the pages). A test that needs
+none carries no marker; `checks/offline/sandbox_selection.py` runs exactly those
+(`-m "not network and not nix and not docker and not browser and not evidence"`), here without network or
+Nix and as the `python-offline-tests` flake check.
 
 Modules mark whole files with `pytestmark`, single tests with decorators, and tests that use a fixture
 needing something through `FIXTURE_NEEDS = {"fixture": ("network",)}`: every test whose fixture closure
@@ -23,6 +24,8 @@ MARKERS = {
     "nix": "runs Nix commands (nix-instantiate, nix-store, nix hash); deselect with -m 'not nix'",
     "docker": "runs containers (a docker daemon, patchelf, a C compiler); deselect with -m 'not docker'",
     "browser": "renders in a headless browser (Debian's chromium); deselect with -m 'not browser'",
+    "evidence": "reads raw results under docs/evidence (the offline flake check carries only each folder's "
+    "claims.json and the pages); deselect with -m 'not evidence'",
 }
 
 

@@ -3,68 +3,65 @@
 # package list are builtins-only, so checks/offline/test_sandbox_selection.py evaluates them with the
 # real Nix and runs the selection over exactly this source, without network and without Nix.
 let
+  # The pages (README.md, docs/*.md) and, of each evidence folder, its claims.json and its results.md
+  # where it has one, never its raw results: checks/offline/test_evidence_claims.py checks the claims
+  # against the pages here, and against the raw files (marked `evidence`) in a full checkout.
+  names = dir: builtins.attrNames (builtins.readDir dir);
+  kind = dir: name: (builtins.readDir dir).${name};
+  pages = map (n: "docs/${n}") (
+    builtins.filter (n: kind ../docs n == "regular" && builtins.match ".*\\.md" n != null) (names ../docs)
+  );
+  folders = builtins.filter (n: kind ../docs/evidence n == "directory") (names ../docs/evidence);
+  claimsOf =
+    folder:
+    let
+      here = ../docs/evidence + "/${folder}";
+    in
+    if !builtins.pathExists (here + "/claims.json") then
+      throw "docs/evidence/${folder} has no claims.json: every evidence folder carries the figures the pages quote from it (docs/evidence/README.md)"
+    else
+      [ "docs/evidence/${folder}/claims.json" ]
+      ++ (
+        if builtins.pathExists (here + "/results.md") then [ "docs/evidence/${folder}/results.md" ] else [ ]
+      );
+  evidence = builtins.concatMap claimsOf folders;
+  include = [
+    "README.md"
+    "checks/conftest.py"
+    "checks/golden/families.json"
+    "checks/golden/h200/e2e-tiny-hybrid.json"
+    "checks/golden/h200/e2e-tiny-hybrid-long.json"
+    "checks/golden/h200/perf-27b-shape.json"
+    "checks/golden/h200/perf-27b-shape-long.json"
+    "checks/golden/h100-sxm5-80gb/perf-27b-shape.json"
+    "checks/golden/h100-sxm5-80gb/perf-27b-shape-long.json"
+    "checks/offline"
+    "pkgs/bitexact/src"
+    "pkgs/gpu-checks/src"
+    "checks/e2e"
+    "checks/gpu"
+    "checks/plans"
+    "bench/kernels/bench_attn_prefetch.py"
+    "bench/kernels/exact_gemm_table.py"
+    "bench/kernels/gpu_timing.py"
+    "bench/kernels/smallm_table.py"
+    "bench/perf"
+    "bench/upstream_eval"
+    "images/entrypoint/src"
+    "images/layer_sizes.py"
+    "nix/recipes"
+    "nix/tools"
+    "patches"
+    "pkgs/lock/src"
+    "pkgs/server/src"
+    "pkgs/server-env"
+  ]
+  ++ pages
+  ++ evidence;
   source = import ./lib/source-subset.nix {
     root = ../.;
     name = "python-offline-tests-source";
-    include = [
-      "README.md"
-      "checks/conftest.py"
-      "checks/golden/families.json"
-      "checks/golden/h200/e2e-tiny-hybrid.json"
-      "checks/golden/h200/e2e-tiny-hybrid-long.json"
-      "checks/golden/h200/perf-27b-shape.json"
-      "checks/golden/h200/perf-27b-shape-long.json"
-      "checks/golden/h100-sxm5-80gb/perf-27b-shape.json"
-      "checks/golden/h100-sxm5-80gb/perf-27b-shape-long.json"
-      "checks/offline"
-      "pkgs/bitexact/src"
-      "pkgs/gpu-checks/src"
-      "checks/e2e"
-      "checks/gpu"
-      "checks/plans"
-      "bench/kernels/bench_attn_prefetch.py"
-      "bench/kernels/exact_gemm_table.py"
-      "bench/kernels/gpu_timing.py"
-      "bench/kernels/smallm_table.py"
-      "bench/perf"
-      "bench/upstream_eval"
-      "docs/cards.md"
-      "docs/e2e.md"
-      "docs/evidence/attn-prefetch-h200-2026-12-03"
-      "docs/evidence/batteries-h200-2026-12-03"
-      "docs/evidence/capacity-h200-2026-12-03"
-      "docs/evidence/closing-h200-2026-12-03"
-      "docs/evidence/e2e-h200-2026-11-30/patched/server-no-spec.head.log"
-      "docs/evidence/e2e-h200-2026-11-30/patched/server-recipe.head.log"
-      "docs/evidence/exact-gemm-h200-2026-12-01/exact-gemm-sm90-132sm-60mib.json"
-      "docs/evidence/finish-h200-2026-12-02"
-      "docs/evidence/long-context-h200-2026-12-01"
-      "docs/evidence/parity-targets-h200-2026-12-03"
-      "docs/evidence/perf-h200-2026-11-30"
-      "docs/evidence/perf-h200-2026-12-01"
-      "docs/evidence/perf-h200-2026-12-01-long-context"
-      "docs/evidence/perf-h200-2026-12-01-shipped-rule"
-      "docs/evidence/perf-h200-2026-12-02-reuse"
-      "docs/evidence/perf-h200-2026-12-02-targets"
-      "docs/evidence/perf-h200-2026-12-03-closing"
-      "docs/evidence/perf-h200-2026-12-03-loop-stages"
-      "docs/evidence/perf-h200-2026-12-03-prefill640"
-      "docs/evidence/radix-h200-2026-12-02"
-      "docs/evidence/recheck-h200-2026-12-02"
-      "docs/evidence/runner-h100-2026-12-06/goldens"
-      "docs/evidence/smallm-h200-2026-11-30/smallm-sm90-132sm-60mib.json"
-      "docs/kernels.md"
-      "docs/performance.md"
-      "docs/reliability.md"
-      "images/entrypoint/src"
-      "images/layer_sizes.py"
-      "nix/recipes"
-      "nix/tools"
-      "patches"
-      "pkgs/lock/src"
-      "pkgs/server/src"
-      "pkgs/server-env"
-    ];
+    inherit include;
   };
   # python3Packages attributes: every third-party module the source imports (the offline test checks
   # this list against the imports), torch as nixpkgs builds it without cudaSupport (CPU).
@@ -84,7 +81,7 @@ let
   ];
 in
 {
-  inherit source pythonPackages;
+  inherit source include pythonPackages;
 
   check =
     {

@@ -127,7 +127,7 @@ RADIX = [b for b in BATTERIES if b.get("radix")]
 VACUOUS = {"radix-drift": 1, "radix-never-hits": 2, "spec": 2}
 
 
-def test_the_radix_batteries_cover_the_issue() -> None:
+def test_every_radix_battery_is_a_warm_run_on_a_radix_variant() -> None:
     """Cold then warm, a shared unaligned prefix, a long prompt cached then extended, in flight, forced
     rejects, repeats, the golden: each on a radix variant, each a `bitexact warm` (their names and
     variants: test_gpu_batteries.py)."""

@@ -161,11 +161,12 @@ def test_set_rule_writes_the_fit_into_a_copy_of_patch_0005(tmp_path: Path) -> No
     assert exact_gemm_table.main(["set-rule", str(tmp_path / "missing.json"), str(patch)]) == 2
 
 
+@pytest.mark.evidence  # reads a raw result under docs/evidence
 @pytest.mark.parametrize("path", TABLES, ids=lambda p: p.parent.name)
 def test_the_shipped_rule_on_each_measured_table(path: Path) -> None:
     """On every committed table: the rule's pick is a bit-equal measured candidate for every model shape
     and timed M, and for M <= 64 (decode and verify batches of the recipe) the median over the model's
-    shapes of route / cuBLAS is within issue 18's 5%."""
+    shapes of route / cuBLAS is within 5%."""
     table = exact_gemm_table.load_table(path)
     assert table["complete"], f"{path}: the sweep did not finish"
     per_m = exact_gemm_table.ratios(

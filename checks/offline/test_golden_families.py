@@ -29,6 +29,7 @@ RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
 SOURCES = [REPO / "pkgs" / "bitexact" / "src", REPO / "pkgs" / "server" / "src"]
 
 
+@pytest.mark.evidence  # reads a raw result under docs/evidence
 def test_the_committed_families_rest_on_equal_records() -> None:
     from bitexact import families
 

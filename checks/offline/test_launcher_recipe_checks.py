@@ -1,4 +1,4 @@
-"""exactlaunch: what a recipe says of itself is checked against what it runs (issue 28, classes 3, 6, 7, 9).
+"""exactlaunch: what a recipe says of itself is checked against what it runs.
 
 Found by reviewing the launcher as a new user would: each of these passed `--print` (exit 0) before.
 - a variant's `speculative` contradicting its argv (a `no-spec` reference that speculates);

@@ -334,7 +334,7 @@ def test_a_snapshot_without_its_weights_is_refused(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue 19's case: only config.json of a model downloaded (file by file, no listing kept). With the Hub
+    """A model of which only config.json was downloaded (file by file, no listing kept). With the Hub
     reachable its listing names what is missing; offline, a snapshot with no weight file at all is refused."""
     config = write_cache("installed", hub_server, tmp_path / "hub-cache", REPO, how="files")
     for name in SHARDS:

@@ -1,4 +1,4 @@
-"""pinlock: where a pin is written and what a pin's revision says (issue 28 review, classes 7 and 9).
+"""pinlock: where a pin is written and what a pin's revision says (where a pin lands, what it names).
 
 Found by reviewing pinlock as a new user would:
 - a pin target that is a folder, a pins folder that is a file or on a read-only file system: the step

@@ -227,3 +227,36 @@ def test_cli_writes_json_and_markdown(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "| **total** | **533.0** | 37.0 | 488.0 | 8.0 |" in text
     assert breakdown.main([str(tmp_path / "missing.json")]) == 2
     assert "not a readable Chrome trace" in capsys.readouterr().err
+
+
+# The committed profiles of the lent card's runs (docs/evidence/perf-*), analysed again: a breakdown rule
+# changed without re-analysing the traces, or a trace unpacked incompletely, shows here.
+COMMITTED = sorted((REPO / "docs" / "evidence").glob("perf-*/*/breakdown*.json"))
+
+
+def _committed_trace(kept: Path) -> Path:
+    """A breakdown's trace: profile/<server> for the single profile of earlier runs, else
+    profile-<context>/<server>-<context>."""
+    server = kept.parent.name
+    if kept.name == "breakdown.json":
+        return kept.parent / "profile" / f"{server}.trace.json.gz"
+    length = kept.stem.split("-", 1)[1]
+    return kept.parent / f"profile-{length}" / f"{server}-{length}.trace.json.gz"
+
+
+@pytest.mark.evidence
+@pytest.mark.parametrize("kept", COMMITTED, ids=lambda p: f"{p.parent.parent.name}-{p.parent.name}-{p.stem}")
+def test_each_committed_breakdown_is_its_trace_analysed_again(kept: Path) -> None:
+    saved = json.loads(kept.read_text())
+    again = breakdown.analyse(breakdown.load_events(_committed_trace(kept)), source=saved["source"])
+    assert again["cycles"] == saved["cycles"] == 5
+    for key, value in saved["per_cycle_us"].items():
+        assert again["per_cycle_us"][key] == pytest.approx(value, rel=1e-9), key
+    assert again["small_m_route"] == saved["small_m_route"]
+
+
+@pytest.mark.evidence
+def test_the_lent_cards_profiles_are_committed() -> None:
+    assert len(COMMITTED) >= 28, (
+        "docs/evidence/perf-*/<server>/breakdown*.json: the runs' breakdowns are missing"
+    )

@@ -137,3 +137,22 @@ def test_graph_replayed_gemms_are_paired_in_gpu_order(tmp_path: Path) -> None:
     assert "not possible (6 in exact-no-spec, 5 in stock-no-spec" in prefill.aligned(
         exact, stock, ("exact-no-spec", "stock-no-spec")
     )
+
+
+COMMITTED = sorted((REPO / "docs" / "evidence").glob("perf-*/*/prefill.json"))
+
+
+@pytest.mark.evidence
+@pytest.mark.parametrize("kept", COMMITTED, ids=lambda p: f"{p.parent.parent.name}-{p.parent.name}")
+def test_each_committed_prefill_is_its_trace_analysed_again(kept: Path) -> None:
+    """The lent card's prefill profiles (docs/evidence/perf-*), analysed again."""
+    folder = kept.parent
+    saved = json.loads(kept.read_text())
+    trace = folder / "prefill" / f"{folder.name}.prefill.trace.json.gz"
+    again = prefill.analyse(breakdown.load_events(trace), source=saved["source"])
+    assert again["us"] == pytest.approx(saved["us"], rel=1e-9)
+    assert again["gemm_sequence"] == saved["gemm_sequence"] and again["steps"] == saved["steps"]
+    # the prefill's tokens in the recipe's 8192-token chunks (32768 where run.json predates the field)
+    tokens = json.loads((folder / "run.json").read_text()).get("prefill_prompt", 32768)
+    assert saved["extend_tokens"] == [8192] * (tokens // 8192) + ([tokens % 8192] if tokens % 8192 else [])
+    assert len(COMMITTED) >= 6

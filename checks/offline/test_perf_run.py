@@ -1,4 +1,4 @@
-"""Issue 11's runner: the perf recipe differs from the recipe only in the model paths and
+"""The perf runner: the perf recipe differs from the recipe only in the model paths and
 `--load-format dummy`; the launcher turns its variants into the three servers; bench/perf/run.py checks
 the server's account of speculation, drives SGLang's profiling endpoints, packs results within the device
 tool's limits and builds the tables. No SGLang server can run here (no GPU): the profiling flow runs
@@ -627,3 +627,39 @@ def test_the_27b_goldens_are_recorded_before_they_are_checked(tmp_path: Path) ->
         assert parsed.build_info == tmp_path / "info.json"
     args.check = False
     assert [name for name, _ in goldens.commands(args, "u", tmp_path)] == ["record", "record-long"]
+
+
+# The lent card's runs (docs/evidence/perf-*): each server folder ran what its name in run.SERVERS says.
+PERF_RUNS = sorted((REPO / "docs" / "evidence").glob("perf-*"))
+
+
+def _logged_server_args(log: Path) -> dict:
+    line = next(x for x in log.read_text().splitlines() if "server_args={" in x)
+    return ast.literal_eval(line.split("server_args=", 1)[1])
+
+
+@pytest.mark.evidence
+@pytest.mark.parametrize("evidence", PERF_RUNS, ids=lambda p: p.name)
+def test_every_committed_server_ran_what_its_name_says(evidence: Path) -> None:
+    ran = {name: spec for name, spec in run.SERVERS.items() if (evidence / name).is_dir()}
+    assert len(ran) >= 2, sorted(ran)
+    for name, spec in ran.items():
+        folder = evidence / name
+        meta = json.loads((folder / "meta.json").read_text())
+        assert meta["ok"], name
+        if (folder / "bench.json").exists():
+            identity = json.loads((folder / "bench.json").read_text())["identity"]
+            assert identity["enable_deterministic_inference"] is (spec.tree == "patched"), name
+            assert (identity["speculative_algorithm"] == "DFLASH") is spec.speculative, name
+            assert "--load-format dummy" in identity["launch_command"], name
+        else:  # a server that measured prefix reuse alone: its log's server_args say what ran
+            args = _logged_server_args(folder / "server.log.head-tail")
+            assert args["enable_deterministic_inference"] is (spec.tree == "patched"), name
+            assert (args["speculative_algorithm"] == "DFLASH") is spec.speculative, name
+            assert args["load_format"] == "dummy", name
+            assert args["disable_radix_cache"] is False and (folder / "reuse.json").exists(), name
+        if not (folder / "run.json").exists():  # a run cut by the end of the device time (its calls.md)
+            assert (evidence / name, evidence.name) == (folder, "perf-h200-2026-12-01-long-context")
+            continue
+        run_json = json.loads((folder / "run.json").read_text())
+        assert run_json["variant"] == spec.variant and run_json["tree"] == spec.tree, name

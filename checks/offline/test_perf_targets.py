@@ -1,7 +1,8 @@
-"""bench/perf/targets.py: issue 26's targets judged from a results folder. The committed H200 campaign's
-table is the one docs/performance.md holds; on folders written here, every target is met with its inputs
-exactly on its bound and missed with one input moved just past it, and an input not measured is said,
-never judged (the "every length" target included)."""
+"""bench/perf/targets.py: the recipe's performance targets judged from a results folder. On folders
+written here, every target is met with its inputs exactly on its bound and missed with one input moved just
+past it, and an input not measured is said, never judged (the "every length" target included). The
+committed campaign's table is its evidence folder's targets.md, regenerated and quoted on
+docs/performance.md (docs/evidence/perf-h200-2026-12-03-closing/claims.json)."""
 
 from __future__ import annotations
 
@@ -13,21 +14,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-CURRENT = REPO / "docs" / "evidence" / "perf-h200-2026-12-03-closing"
 sys.path.insert(0, str(REPO / "bench" / "perf"))
 import targets  # noqa: E402
-
-
-def test_the_page_holds_the_current_campaigns_targets() -> None:
-    page = (REPO / "docs" / "performance.md").read_text()
-    table = targets.markdown(CURRENT)
-    assert table in page, "docs/performance.md lacks `python bench/perf/targets.py " + str(CURRENT) + "`"
-
-
-def test_the_current_campaign_measured_every_input_of_the_recipes_targets() -> None:
-    rows, cycles = targets.load(CURRENT)
-    judged = targets.judge_all(rows, cycles, "exact-spec")
-    assert all(reading is not None for _, reading, _ in judged), [m for _, _, m in judged if m]
 
 
 def _write(folder: Path, server: str, rates: dict[int, tuple[float, float]], attention: dict | None) -> None:
@@ -135,12 +123,3 @@ def test_the_command_refuses_what_is_not_a_results_folder(tmp_path: Path, argume
         text=True,
     )
     assert done.returncode == 2 and "is not a folder" in done.stderr
-
-
-def test_the_command_prints_the_committed_table() -> None:
-    done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "perf" / "targets.py"), str(CURRENT)],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0 and done.stdout == targets.markdown(CURRENT)

@@ -15,6 +15,7 @@ import ast
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -132,6 +133,34 @@ def test_cpu_checks_holds_the_check() -> None:
     assert got["name"] == "python-offline-tests"
     assert got["nativeBuildInputs"] == ["/fake-store/python-env", "/fake-store/git", "/fake-store/util-linux"]
     assert f"cd {got['src']}\n" in got["script"]
+
+
+def test_the_source_carries_the_evidence_claims_and_pages_only() -> None:
+    """Of docs/evidence, the source holds each folder's claims.json and results.md, never a raw result (the
+    claims test checks those against the raw files in a full checkout); every page a claim may name."""
+    include = nix_eval(f"{CHECK}.include")
+    evidence = REPO / "docs" / "evidence"
+    carried = sorted(p for p in include if p.startswith("docs/evidence/"))
+    assert all(p.endswith(("/claims.json", "/results.md")) for p in carried), carried
+    folders = sorted(p.name for p in evidence.iterdir() if p.is_dir())
+    assert sorted(p.split("/")[2] for p in carried if p.endswith("/claims.json")) == folders
+    pages = sorted(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md"))
+    assert set(pages) <= set(include) and "README.md" in include
+
+
+def test_an_evidence_folder_without_claims_is_refused(tmp_path: Path) -> None:
+    """The include list is built from docs/evidence itself: a folder without claims.json stops the
+    evaluation, naming the folder and the fix."""
+    (tmp_path / "nix").mkdir()
+    shutil.copy(REPO / "nix" / "python-offline-tests.nix", tmp_path / "nix")
+    (tmp_path / "docs" / "evidence" / "old-run").mkdir(parents=True)
+    (tmp_path / "docs" / "evidence" / "old-run" / "claims.json").write_text("{}")
+    (tmp_path / "docs" / "page.md").write_text("a page\n")
+    got = nix_eval(f"(import {tmp_path}/nix/python-offline-tests.nix).include")
+    assert {"docs/page.md", "docs/evidence/old-run/claims.json"} <= set(got)
+    (tmp_path / "docs" / "evidence" / "new-run").mkdir()
+    error = nix_error(f"(import {tmp_path}/nix/python-offline-tests.nix).include")
+    assert "docs/evidence/new-run has no claims.json" in error and "docs/evidence/README.md" in error
 
 
 def imported_modules(source: Path) -> dict[str, set[str]]:

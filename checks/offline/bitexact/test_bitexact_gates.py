@@ -1,4 +1,4 @@
-"""The mechanisms of issue 28 beyond the catalogue's single cases (reliability_cases.py runs those): the
+"""The bad-input mechanisms beyond the catalogue's single cases (reliability_cases.py runs those): the
 answer gate and the verdict's account of what it compared, one command per verb in an --out, the
 same engine known by what it says of itself, an unforeseen error as one line and a file, and the
 drift page's changes in words. Against real local servers in SGLang's shapes (canned_sglang.py)."""

@@ -1,4 +1,4 @@
-"""`bitexact warm` under the rules every verb follows (issue 28): its options spelled out, each given once
+"""`bitexact warm` under the rules every verb follows: its options spelled out, each given once
 and bounded; names that become paths checked; its verdict naming what it compared; the answer gate on
 every stored and compared answer; one command per verb in an --out, with --force; a count of cached
 tokens read strictly. Against real local servers in SGLang's shapes (canned_sglang.py)."""

@@ -1,8 +1,7 @@
-"""Issue 28's classes, a review pass: inputs of each class that the first pass did not list, each
-against the mechanism that now holds the whole class (the answer gate, the strict JSON reader, the
-command line's number reader, the run's own files in an --out, the same-engine test, the history
-line's shape, the checks of a path before a run). Real local servers in SGLang's shapes
-(canned_sglang.py) where an engine answers."""
+"""Classes of bad input, one case of each beside the obvious ones, each against the mechanism that holds
+the whole class (the answer gate, the strict JSON reader, the command line's number reader, the run's own
+files in an --out, the same-engine test, the history line's shape, the checks of a path before a run).
+Real local servers in SGLang's shapes (canned_sglang.py) where an engine answers."""
 
 from __future__ import annotations
 
