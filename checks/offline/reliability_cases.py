@@ -1071,12 +1071,12 @@ CASES: list[Case] = [
         "--golden-dir on a read-only file system",
         ("golden", "record", "sglang+{url}", *golden_args[:-1], "{tmp}/mnt/g", *common),
         2,
-        r"cannot write .*mnt/g/h200/qwen3.8-27b-exact.json \(--golden-dir/--golden\): Read-only file system "
-        r"\(the file system is mounted read-only; give a writable --golden-dir/--golden\)",
+        r"--golden-dir/--golden .*mnt/g/h200: cannot write there: Read-only file system \(the file system is "
+        r"mounted read-only; give a writable --golden-dir/--golden\); checked before the run, so nothing ran",
         prompts,
         server="normal",
         fs="ro",
-        check=rows_kept("o", 2),
+        check=rows_kept("o", 0),
     ),
     Case(
         "bx-record-golden-full",
@@ -1084,12 +1084,13 @@ CASES: list[Case] = [
         "--golden-dir on a full file system",
         ("golden", "record", "sglang+{url}", *golden_args[:-1], "{tmp}/mnt/g", *common),
         2,
-        r"cannot write .*/qwen3.8-27b-exact.json \(--golden-dir/--golden\): No space left on device",
+        r"--golden-dir/--golden .*mnt/g/h200: cannot write there: No space left on device .*checked before "
+        r"the run, so nothing ran",
         prompts,
         server="normal",
         fs="full",
         check=both_checks(
-            no_tmp_left("after"), absent("after/g/h200/qwen3.8-27b-exact.json"), rows_kept("o", 2)
+            no_tmp_left("after"), absent("after/g/h200/qwen3.8-27b-exact.json"), rows_kept("o", 0)
         ),
     ),
     Case(
@@ -3650,3 +3651,7 @@ CASES += [
         r"'foo-1.0=sha256-abc': 'sha256-abc' is not an SRI sha256 \(sha256- and 44 base64 characters",
     ),
 ]
+
+from reliability_cases_writes import CASES as _WRITES  # noqa: E402  (it imports this module: last)
+
+CASES += _WRITES

@@ -177,8 +177,13 @@ def keyed_store(
     return ResultStore(results_path(out, tag, raw), {**key, "tag": tag})
 
 
+def report_paths(out: Path, stem: str) -> list[Path]:
+    """A verb's two reports in --out: Markdown, then HTML."""
+    return [out / f"{stem}.md", out / f"{stem}.html"]
+
+
 def write_reports(out: Path, stem: str, markdown: str, html: str) -> list[str]:
-    paths = [out / f"{stem}.md", out / f"{stem}.html"]
+    paths = report_paths(out, stem)
     atomic_write_text(paths[0], markdown)
     atomic_write_text(paths[1], html)
     return [str(p) for p in paths]

@@ -1,0 +1,71 @@
+"""Catalogue rows of bitexact's writes: a golden written as one transaction (a lock on the golden, every
+destination proven writable before the run), files in --out replaced only where bitexact's manifest
+lists them, and paths that are not UTF-8 shown escaped. reliability_cases.py extends CASES with these."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from reliability_cases import (
+    Case,
+    absent,
+    both,
+    both_checks,
+    common,
+    golden_args,
+    prompts,
+    rows_kept,
+)
+
+GOLDEN = "g/h200/qwen3.8-27b-exact.json"
+
+
+def golden_lock_holder(tmp: Path) -> None:
+    """Another `bitexact golden record` of the same card and recipe, mid-run: a real process holding the
+    golden's lock (`.NAME.lock` beside it), named in the lock file as bitexact names itself there."""
+    lock = tmp / Path(GOLDEN).parent / f".{Path(GOLDEN).name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    code = (
+        "import fcntl, json, os, sys, time\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "os.write(fd, json.dumps({'pid': os.getpid(), 'host': 'here', 'started': 'now', "
+        "'command': 'bitexact golden record A'}).encode())\n"
+        "print('held', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code, str(lock)], stdout=subprocess.PIPE)
+    assert holder.stdout is not None
+    holder.stdout.readline()
+    (tmp / "holder.pid").write_text(str(holder.pid))
+
+
+CASES: list[Case] = [
+    Case(
+        "bx-record-busy",
+        "bitexact",
+        "two records of one card and recipe at once",
+        ("golden", "record", "sglang+{url}", *golden_args, *common),
+        2,
+        r"golden .*/qwen3.8-27b-exact.json is being recorded by another bitexact run \(pid \d+ on here, "
+        r"started now: `bitexact golden record A`\); .*wait for it to finish",
+        both(prompts, golden_lock_holder),
+        server="normal",
+        check=both_checks(absent(GOLDEN), rows_kept("o", 0)),
+    ),
+    Case(
+        "bx-record-history-readonly",
+        "bitexact",
+        "--history on a read-only file system (checked before the run, not after the golden is written)",
+        ("golden", "record", "sglang+{url}", *golden_args, "--history", "{tmp}/mnt/h.jsonl", *common),
+        2,
+        r"--history .*mnt/h.jsonl: cannot write there: Read-only file system .*checked before the run, so "
+        r"nothing ran",
+        prompts,
+        server="normal",
+        fs="ro",
+        check=both_checks(absent(GOLDEN), rows_kept("o", 0)),
+    ),
+]
