@@ -9,14 +9,20 @@ import sys
 from pathlib import Path
 
 from reliability_cases import (
+    FAST,
+    PROMPTS,
+    URL,
     Case,
     absent,
     both,
     both_checks,
     common,
     golden_args,
+    other_run,
     prompts,
     rows_kept,
+    unchanged,
+    write,
 )
 
 GOLDEN = "g/h200/qwen3.8-27b-exact.json"
@@ -67,5 +73,37 @@ CASES: list[Case] = [
         server="normal",
         fs="ro",
         check=both_checks(absent(GOLDEN), rows_kept("o", 0)),
+    ),
+    Case(
+        "bx-out-user-report-name",
+        "bitexact",
+        "a file of the user's in --out named as the run's report (`repeat.md`): never replaced",
+        ("repeat", URL + FAST, *common),
+        2,
+        r"--out .*/o: repeat.md is there and is not bitexact's \(no bitexact run entered it in "
+        r".bitexact-files.json\), so it stays untouched.*give another --out",
+        both(prompts, write("o/repeat.md", "my notes\n")),
+        check=unchanged("o/repeat.md", "my notes\n"),
+    ),
+    Case(
+        "bx-out-force-lookalikes",
+        "bitexact",
+        "--force in an --out holding files of the user's named like bitexact's (`repeat-notes.md`, "
+        "`bitexact-crash-mine.txt`)",
+        ("repeat", URL + FAST, "-n", "3", *common, "--force"),
+        2,
+        r"--force: .* moved to .*/o/replaced/run-.*; files of yours there stay untouched, whatever their "
+        r"names \(bitexact-crash-mine.txt, p.jsonl, repeat-notes.md: .bitexact-files.json does not list "
+        r"them\)",
+        both(
+            prompts,
+            other_run(("repeat", URL + FAST, "-n", "2", *common)),
+            write("o/repeat-notes.md", "mine\n"),
+            write("o/bitexact-crash-mine.txt", "mine\n"),
+            write("o/p.jsonl", PROMPTS),
+        ),
+        check=both_checks(
+            unchanged("o/repeat-notes.md", "mine\n"), unchanged("o/bitexact-crash-mine.txt", "mine\n")
+        ),
     ),
 ]

@@ -73,7 +73,7 @@ def snapshot(*folders: Path) -> dict[str, bytes]:
     for folder in folders:
         for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
             if path.is_file() and not path.name.endswith(".jsonl") or path.name == "history.jsonl":
-                if path.name not in (".bitexact.lock", ".bitexact-run.json"):
+                if path.name not in (".bitexact.lock", ".bitexact-run.json", ".bitexact-files.json"):
                     found[str(path)] = path.read_bytes()
     return found
 
@@ -154,7 +154,7 @@ def sizes(canned: CannedSGLang) -> dict[str, int]:
 @given(
     force=st.booleans(),
     history_lines=st.integers(0, 2),
-    reports_before=st.booleans(),
+    reports_before=st.sampled_from(["none", "bitexact's", "the user's"]),
     target=st.sampled_from(["golden-record.md", "golden-record.html", "golden", "history"]),
     offset=st.integers(-300, 300),
 )
@@ -163,7 +163,7 @@ def test_a_golden_lands_whole_or_not_at_all(
     sizes: dict[str, int],
     force: bool,
     history_lines: int,
-    reports_before: bool,
+    reports_before: str,
     target: str,
     offset: int,
 ) -> None:
@@ -177,12 +177,17 @@ def test_a_golden_lands_whole_or_not_at_all(
             assert bitexact(record_argv(canned.url, root, f"h{n}", f"h{n}"), root).returncode == 0
         if force:
             assert bitexact(record_argv(canned.url, root, "old", "alpha"), root).returncode == 0
-        if reports_before:
+        if reports_before != "none":  # reports of an earlier run, or files of the user's of those names
             (root / "o").mkdir()
-            for name in ("golden-record.md", "golden-record.html"):
-                (root / "o" / name).write_text("an older run's report\n")
+            names = ["golden-record.md", "golden-record.html"]
+            for name in names:
+                (root / "o" / name).write_text("an older report\n")
             (root / "o" / ".bitexact-run.json").write_text(
                 json.dumps({"kind": "bitexact-run", "runs": {}}) + "\n"
+            )
+            listed = names if reports_before == "bitexact's" else []
+            (root / "o" / ".bitexact-files.json").write_text(
+                json.dumps({"kind": "bitexact-files", "files": listed}) + "\n"
             )
         golden = root / "g" / CARD / "alpha.json"
         history = root / "g" / CARD / "history.jsonl"
@@ -197,6 +202,10 @@ def test_a_golden_lands_whole_or_not_at_all(
         assert "Traceback" not in done.stderr and "internal error" not in done.stderr
         left = [p.name for p in root.rglob("*") if p.name.endswith((".tmp", ".old", ".json.lock"))]
         assert not left, left
+        if reports_before == "the user's":
+            assert done.returncode == 2 and "is there and is not bitexact's" in done.stderr, done.stderr
+            assert snapshot(root / "g", root / "o") == before
+            return
         if done.returncode == 0:
             record = json.loads(golden.read_text())
             lines = [json.loads(x) for x in (golden.parent / "history.jsonl").read_text().splitlines() if x]

@@ -22,6 +22,7 @@ from bitexact.commands import bench, golden, history, parity, repeat, warm
 from bitexact.errors import BitexactError
 from bitexact.files import OutLock, describe_os_error, distinct_roles, prepare_out
 from bitexact.helptext import HelpFormatter
+from bitexact.ownership import take
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention
 
@@ -61,10 +62,12 @@ def crash_report(error: BaseException, out: Path | None, argv: list[str]) -> str
     for folder in ([out] if out is not None and out.is_dir() else []) + [Path(tempfile.gettempdir())]:
         path = folder / f"bitexact-crash-{stamp}-{os.getpid()}.txt"
         try:
+            if folder == out:
+                take(path)  # bitexact's in --out (ownership.py), never a file of the user's
             path.write_text(
                 f"bitexact {__version__}: {shlex.join(['bitexact', *argv])}\n{text}", encoding="utf-8"
             )
-        except OSError:
+        except (OSError, BitexactError):
             continue
         return (
             f"bitexact: internal error: {type(error).__name__}: {error}{where}; the traceback is in "

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from bitexact.argv import MAX_RUNS, MAX_SEED, MAX_TOKENS, MAX_VOCAB, count, parse_lengths
-from bitexact.commands.common import add_out_options, emit, keyed_store, write_reports
+from bitexact.commands.common import add_out_options, emit, keyed_store, report_paths, write_reports
 from bitexact.engines.base import Timing
 from bitexact.engines.factory import open_engine
 from bitexact.engines.spec import parse_engine
@@ -113,6 +113,7 @@ def _measure(
 
 def run(args: argparse.Namespace) -> int:
     parse_engine(args.engine)  # a malformed engine string fails before any prompt is built
+    report_paths(args.out, "bench")  # bitexact's in --out, or refused before anything runs (ownership.py)
     lengths = parse_lengths(args.lengths, MAX_TOKENS) if args.lengths else list(BENCH_LENGTHS)
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
     reference = load_recipe(args.recipe)["reference"] if args.recipe else None

@@ -29,6 +29,7 @@ from bitexact.errors import UsageError
 from bitexact.files import atomic_write_text, dumps
 from bitexact.generation import Generation
 from bitexact.longprompts import long_battery
+from bitexact.ownership import take
 from bitexact.prompts import (
     HFTokenizer,
     Prompt,
@@ -174,12 +175,13 @@ def keyed_store(
         "command": runs.claimed_digest(out, TAG_VERBS.get(tag, tag)),
         **extra,
     }
-    return ResultStore(results_path(out, tag, raw), {**key, "tag": tag})
+    return ResultStore(take(results_path(out, tag, raw)), {**key, "tag": tag})
 
 
 def report_paths(out: Path, stem: str) -> list[Path]:
-    """A verb's two reports in --out: Markdown, then HTML."""
-    return [out / f"{stem}.md", out / f"{stem}.html"]
+    """A verb's two reports in --out, Markdown then HTML, taken as bitexact's (ownership.py: a file of the
+    user's of that name is refused, never replaced)."""
+    return [take(out / f"{stem}.md"), take(out / f"{stem}.html")]
 
 
 def write_reports(out: Path, stem: str, markdown: str, html: str) -> list[str]:
@@ -244,8 +246,8 @@ def add_prompt_options(p: argparse.ArgumentParser, force: str | None = None) -> 
 
 
 FORCE_HELP = (
-    "start over in an --out that holds another command's run (bitexact's files there are moved aside "
-    "into OUT/replaced/, never deleted; files of yours stay)"
+    "start over in an --out that holds another command's run (the files bitexact's manifest there lists "
+    "are moved aside into OUT/replaced/, never deleted; files of yours stay, whatever their names)"
 )
 
 

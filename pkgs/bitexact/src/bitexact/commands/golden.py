@@ -50,8 +50,8 @@ from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
 from bitexact.summary import comparison_summary
 
 RECORD_FORCE = (
-    "replace an existing golden; also start over in an --out that holds another command's run (moved "
-    "aside into OUT/replaced/)"
+    "replace an existing golden; also start over in an --out that holds another command's run (the files "
+    "bitexact's manifest there lists are moved aside into OUT/replaced/; files of yours stay)"
 )
 
 
@@ -298,6 +298,7 @@ def _record(
     settings = settings_of(args)
     prompts = resolve_prompts(args, [args.engine])
     build_info = _build_info(args)
+    reports = report_paths(args.out, "golden-record")  # bitexact's in --out, or refused before the run
     gens, identity = run_side(
         args.engine, prompts, settings, args.out, "golden", args.inflight, tokenizer=args.tokenizer
     )
@@ -346,7 +347,6 @@ def _record(
         ],
     }
     landing = Landing()
-    reports = report_paths(args.out, "golden-record")
     landing.file(reports[0], record_markdown(summary), "--out")
     landing.file(reports[1], record_html(summary), "--out")
     landing.file(path, record_text(rec), "--golden-dir/--golden")
@@ -465,6 +465,7 @@ def check(args: argparse.Namespace) -> int:
         f"recorded on card {selected.recorded_by}, checked on card {card}" if family else f"card {card}"
     )
     vet = selected.vet(args.engine, args.allow_identity_mismatch)
+    report_paths(args.out, "golden-check")  # bitexact's in --out, or refused before the run
     build_info = _build_info(args)
     target = _history_target(args, golden.path)
     gens, identity = run_side(

@@ -9,6 +9,7 @@ from bitexact.argv import MAX_IN_FLIGHT, MAX_REPEATS, count
 from bitexact.commands.common import (
     add_prompt_options,
     emit,
+    report_paths,
     resolve_prompts,
     run_side,
     settings_of,
@@ -44,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     spec = parse_engine(args.engine)
     if spec.kind == "hf" and "assistant" in spec.params and args.batch > 1:
         raise UsageError("repeat with an assistant (speculative decoding in transformers) needs --batch 1")
+    report_paths(args.out, "repeat")  # bitexact's in --out, or refused before anything runs (ownership.py)
     settings = settings_of(args)
     base = resolve_prompts(args, [args.engine])
     copies = [
