@@ -1759,7 +1759,7 @@ CASES: list[Case] = [
         "--force over another command's run: moved aside, never deleted",
         ("repeat", URL + FAST, "-n", "3", *common, "--force"),
         2,
-        r"--force: the files bitexact wrote in .*/o \(those .bitexact-files.json lists\) are moved to "
+        r"--force: the files bitexact wrote in .*/o \(those .bitexact-files lists\) are moved to "
         r".*/o/replaced/run-",
         both(prompts, other_run(("repeat", URL + FAST, "-n", "2", *common))),
         check=lambda tmp: None
@@ -1929,9 +1929,9 @@ CASES: list[Case] = [
             "--force",
         ),
         2,
-        r"--force: the files bitexact wrote in .*/o \(those .bitexact-files.json lists\) are moved to "
+        r"--force: the files bitexact wrote in .*/o \(those .bitexact-files lists\) are moved to "
         r".*/o/replaced/run-.*; files of yours there stay untouched, whatever their names \(p.jsonl: "
-        r".bitexact-files.json does not list them\)",
+        r".bitexact-files does not list them\)",
         both(
             write("o/p.jsonl", PROMPTS),
             other_run(("repeat", URL + FAST, "-n", "2", "--prompts", "{tmp}/o/p.jsonl", "--out", "{tmp}/o")),

@@ -81,7 +81,7 @@ CASES: list[Case] = [
         ("repeat", URL + FAST, *common),
         2,
         r"--out .*/o: repeat.md is there and is not bitexact's \(no bitexact run entered it in "
-        r".bitexact-files.json\), so it stays untouched.*give another --out",
+        r".bitexact-files\), so it stays untouched.*give another --out",
         both(prompts, write("o/repeat.md", "my notes\n")),
         check=unchanged("o/repeat.md", "my notes\n"),
     ),
@@ -93,7 +93,7 @@ CASES: list[Case] = [
         ("repeat", URL + FAST, "-n", "3", *common, "--force"),
         2,
         r"--force: .* moved to .*/o/replaced/run-.*; files of yours there stay untouched, whatever their "
-        r"names \(bitexact-crash-mine.txt, p.jsonl, repeat-notes.md: .bitexact-files.json does not list "
+        r"names \(bitexact-crash-mine.txt, p.jsonl, repeat-notes.md: .bitexact-files does not list "
         r"them\)",
         both(
             prompts,

@@ -1,7 +1,9 @@
 """Which files in an --out are bitexact's: those its manifest lists, never those whose names look like
 bitexact's. Every file bitexact writes in --out (results, reports, a crash report, the `replaced/` folder
-that keeps what a run set aside) is entered in `<out>/.bitexact-files.json` before it is first written,
-so a crash after the write still finds it listed. A file in --out that the manifest does not list is the
+that keeps what a run set aside) is entered in `<out>/.bitexact-files` before it is first written,
+so a crash after the write still finds it listed. The manifest is JSON Lines, a header and one line
+per file, each appended whole (one write): taking a file costs no rewrite, and a line torn by a crash
+names nothing. A file in --out that the manifest does not list is the
 user's, whatever its name (`parity-notes.md` beside `parity.md`, a `golden-record.md` of their own):
 bitexact never writes over it, and `--force` never moves it; a run that would need its name is refused,
 naming the file and saying it stays untouched.
@@ -15,9 +17,9 @@ from pathlib import Path
 
 from bitexact import strictjson
 from bitexact.errors import UsageError
-from bitexact.files import atomic_write_text, dumps, path_state, shown
+from bitexact.files import append_line, atomic_write_text, dumps, path_state, shown
 
-MANIFEST = ".bitexact-files.json"
+MANIFEST = ".bitexact-files"
 KIND = "bitexact-files"
 ASIDE = "replaced"  # the folder in --out that keeps what bitexact set aside (its results, a --force move)
 
@@ -29,17 +31,31 @@ def owned(out: Path) -> set[str]:
     if path_state(path) != "file":
         return set()
     try:
-        record = strictjson.loads(path.read_bytes().decode("utf-8"))
-    except (strictjson.StrictJSONError, UnicodeDecodeError, OSError):
+        lines = strictjson.lines(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, OSError):
         return set()
-    files = record.get("files") if isinstance(record, dict) and record.get("kind") == KIND else None
-    if not isinstance(files, list):
+    entries = []
+    for _, line in lines:
+        try:
+            entries.append(strictjson.loads(line))
+        except strictjson.StrictJSONError:
+            entries.append(None)  # a line torn by a crash: it names nothing
+    if not entries or not isinstance(entries[0], dict) or entries[0].get("kind") != KIND:
         return set()
-    return {name for name in files if isinstance(name, str) and name and "/" not in name}
+    names = (entry.get("file") for entry in entries[1:] if isinstance(entry, dict))
+    return {name for name in names if isinstance(name, str) and name and "/" not in name}
+
+
+def _line(name: str) -> str:
+    return dumps({"file": name}) + "\n"
+
+
+def _header() -> str:
+    return dumps({"kind": KIND}) + "\n"
 
 
 def _write(out: Path, names: set[str]) -> None:
-    atomic_write_text(out / MANIFEST, dumps({"kind": KIND, "files": sorted(names)}, indent=1) + "\n")
+    atomic_write_text(out / MANIFEST, _header() + "".join(_line(name) for name in sorted(names)))
 
 
 def _refusal(path: Path) -> UsageError:
@@ -59,7 +75,11 @@ def take(path: Path) -> Path:
         return path
     if path.exists() or path.is_symlink():
         raise _refusal(path)
-    _write(out, names | {name})
+    manifest = out / MANIFEST
+    fresh = not names and (path_state(manifest) != "file" or manifest.stat().st_size == 0)
+    if not names and not fresh:  # a manifest bitexact cannot read lists nothing: start it anew
+        _write(out, set())
+    append_line(manifest, (_header() if fresh else "") + _line(name), "bitexact's earlier files stay listed")
     return path
 
 

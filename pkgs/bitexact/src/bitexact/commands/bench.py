@@ -113,7 +113,6 @@ def _measure(
 
 def run(args: argparse.Namespace) -> int:
     parse_engine(args.engine)  # a malformed engine string fails before any prompt is built
-    report_paths(args.out, "bench")  # bitexact's in --out, or refused before anything runs (ownership.py)
     lengths = parse_lengths(args.lengths, MAX_TOKENS) if args.lengths else list(BENCH_LENGTHS)
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
     reference = load_recipe(args.recipe)["reference"] if args.recipe else None
@@ -122,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         long_prompt(n, seed=args.seed + i, tokenizer=tokenizer, vocab_size=args.vocab_size)
         for i, n in enumerate(lengths)
     ]
+    report_paths(args.out, "bench")  # bitexact's in --out, or refused before the run (ownership.py)
     engine = open_engine(args.engine)
     bar = Progress(f"bench {args.engine}", len(prompts) * args.runs)
     try:

@@ -99,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
     spec_a = args.spec_a or side_a.spec
     spec_b = args.spec_b or side_b.spec
     stem = args.name or (f"parity-{args.preset}" if args.preset else "parity")
-    report_paths(args.out, stem)  # bitexact's in --out, or refused before anything runs (ownership.py)
     settings = settings_of(args)
     prompts = resolve_prompts(args, [args.a, args.b], long_lengths)
+    report_paths(args.out, stem)  # bitexact's in --out, or refused before the run (ownership.py)
     inflight_a, inflight_b = args.inflight_a or side_a.inflight, args.inflight_b or side_b.inflight
     same = same_engine(args.a, probe_identity(args.a), args.b, probe_identity(args.b))
     # One server asked two ways (8 requests in flight against 1) is a batching check, and worth running;

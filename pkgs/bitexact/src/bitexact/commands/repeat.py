@@ -45,9 +45,9 @@ def run(args: argparse.Namespace) -> int:
     spec = parse_engine(args.engine)
     if spec.kind == "hf" and "assistant" in spec.params and args.batch > 1:
         raise UsageError("repeat with an assistant (speculative decoding in transformers) needs --batch 1")
-    report_paths(args.out, "repeat")  # bitexact's in --out, or refused before anything runs (ownership.py)
     settings = settings_of(args)
     base = resolve_prompts(args, [args.engine])
+    report_paths(args.out, "repeat")  # bitexact's in --out, or refused before the run (ownership.py)
     copies = [
         Prompt(id=f"{p.id}#r{i}", input_ids=p.input_ids, text=p.text)
         for p in base
