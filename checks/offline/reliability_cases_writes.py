@@ -4,15 +4,20 @@ lists them, and paths that are not UTF-8 shown escaped. reliability_cases.py ext
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+from canned_sglang import CannedSGLang
 from reliability_cases import (
     FAST,
     PROMPTS,
+    SOURCES,
     URL,
     Case,
+    Check,
+    Setup,
     absent,
     both,
     both_checks,
@@ -46,6 +51,39 @@ def golden_lock_holder(tmp: Path) -> None:
     assert holder.stdout is not None
     holder.stdout.readline()
     (tmp / "holder.pid").write_text(str(holder.pid))
+
+
+def record_into(folder: str) -> Setup:
+    """A golden recorded into `folder` (under the case's temporary folder) by bitexact itself, against a
+    canned server of its own, before the case runs."""
+
+    def setup(tmp: Path) -> None:
+        with CannedSGLang("normal") as server:
+            argv = [
+                "golden", "record", f"sglang+{server.url}", *golden_args[:-1], str(tmp / folder),
+                "--prompts", str(tmp / "p.jsonl"), "--max-new-tokens", "4", "--top-logprobs", "2",
+                "--out", str(tmp / "r"),
+            ]  # fmt: skip
+            done = subprocess.run([sys.executable, "-m", "bitexact", *argv], capture_output=True, env=_env())
+            assert done.returncode == 0, done.stderr
+
+    return setup
+
+
+def _env() -> dict[str, str]:
+    paths = [str(s) for s in SOURCES] + [os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
+def unchanged_lines(rel: str, count: int) -> Check:
+    """`rel` holds `count` whole lines (the record's and the check's history lines)."""
+
+    def check(tmp: Path) -> str | None:
+        data = (tmp / rel).read_bytes() if (tmp / rel).is_file() else b""
+        lines = data.count(b"\n")
+        return None if lines == count and data.endswith(b"\n") else f"{rel}: {lines} lines, not {count}"
+
+    return check
 
 
 CASES: list[Case] = [
@@ -105,5 +143,31 @@ CASES: list[Case] = [
         check=both_checks(
             unchanged("o/repeat-notes.md", "mine\n"), unchanged("o/bitexact-crash-mine.txt", "mine\n")
         ),
+    ),
+    Case(
+        "bx-record-check-not-utf8",
+        "bitexact",
+        "a golden record and check whose --golden-dir and --out names hold a byte that is not UTF-8 (0xff)",
+        (
+            "golden",
+            "check",
+            "sglang+{url}",
+            *golden_args[:-1],
+            "{tmp}/g\udcff",
+            "--prompts",
+            "{tmp}/p.jsonl",
+            "--max-new-tokens",
+            "4",
+            "--top-logprobs",
+            "2",
+            "--out",
+            "{tmp}/c\udcff",
+        ),
+        0,
+        r"golden check: EQUAL: 2/2 prompts equal to .*/g\\xff/h200/qwen3.8-27b-exact.json; .*report: "
+        r".*/c\\xff/golden-check.html",
+        both(prompts, record_into("g\udcff")),
+        server="normal",
+        check=unchanged_lines("g\udcff/h200/history.jsonl", 2),
     ),
 ]

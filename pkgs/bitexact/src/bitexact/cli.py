@@ -20,7 +20,7 @@ from bitexact import __version__, runs
 from bitexact.argv import StrictParser
 from bitexact.commands import bench, golden, history, parity, repeat, warm
 from bitexact.errors import BitexactError
-from bitexact.files import OutLock, describe_os_error, distinct_roles, prepare_out
+from bitexact.files import SHOWN, OutLock, describe_os_error, displayable, distinct_roles, prepare_out
 from bitexact.helptext import HelpFormatter
 from bitexact.ownership import take
 
@@ -64,16 +64,16 @@ def crash_report(error: BaseException, out: Path | None, argv: list[str]) -> str
         try:
             if folder == out:
                 take(path)  # bitexact's in --out (ownership.py), never a file of the user's
-            path.write_text(
-                f"bitexact {__version__}: {shlex.join(['bitexact', *argv])}\n{text}", encoding="utf-8"
+            path.write_text(  # a path or argument that is not UTF-8 is written escaped (files.SHOWN)
+                f"bitexact {__version__}: {shlex.join(['bitexact', *argv])}\n{text}", "utf-8", SHOWN
             )
         except (OSError, BitexactError):
             continue
-        return (
+        return displayable(
             f"bitexact: internal error: {type(error).__name__}: {error}{where}; the traceback is in "
             f"{path.absolute()} (a bug in bitexact: please report it with that file) (exit 2)"
         )
-    return f"bitexact: internal error: {type(error).__name__}: {error}{where} (exit 2)"
+    return displayable(f"bitexact: internal error: {type(error).__name__}: {error}{where} (exit 2)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,11 +89,11 @@ def main(argv: list[str] | None = None) -> int:
             runs.claim(out, args, argv)
             return int(args.run(args))
     except BitexactError as exc:
-        print(f"bitexact: error: {exc}", file=sys.stderr)
+        print(displayable(f"bitexact: error: {exc}"), file=sys.stderr)
         return 2
     except OSError as exc:  # an I/O fault no check foresaw: named, without a traceback
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"bitexact: error: {where}{describe_os_error(exc)}", file=sys.stderr)
+        print(displayable(f"bitexact: error: {where}{describe_os_error(exc)}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("bitexact: interrupted (exit 130)", file=sys.stderr)

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 
 from bitexact.errors import UsageError
-from bitexact.files import OutputError, _holder_text, describe_os_error, shown
+from bitexact.files import SHOWN, OutputError, _holder_text, describe_os_error, shown
 
 UNDONE = (
     "nothing of this record was kept (the golden, its reports and its history line land together or not "
@@ -223,7 +223,7 @@ class Landing:
                     _make_folders(path.parent, made)
                     entry = _Placed(path, path.with_name(f".{path.name}.{os.getpid()}.tmp"), option)
                     staged.append(entry)
-                    _write_synced(entry.tmp, text.encode("utf-8"))
+                    _write_synced(entry.tmp, text.encode("utf-8", SHOWN))
                 except OSError as error:
                     raise _failed(path, error, option) from None
             for entry in staged:
@@ -236,7 +236,7 @@ class Landing:
                 except OSError as error:
                     raise _failed(entry.final, error, entry.option) from None
             for path, text, option in self.lines:
-                appended.append(_append(path, text.encode("utf-8"), option))
+                appended.append(_append(path, text.encode("utf-8", SHOWN), option))
             _sync_folders({entry.final.parent for entry in staged})
         except BaseException:
             _undo(staged, appended)

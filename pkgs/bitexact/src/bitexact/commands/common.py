@@ -26,7 +26,7 @@ from bitexact.engines.base import Engine, Settings
 from bitexact.engines.factory import open_engine
 from bitexact.engines.spec import parse_engine
 from bitexact.errors import UsageError
-from bitexact.files import atomic_write_text, dumps
+from bitexact.files import atomic_write_text, displayable, dumps
 from bitexact.generation import Generation
 from bitexact.longprompts import long_battery
 from bitexact.ownership import take
@@ -196,8 +196,8 @@ def emit(summary: dict[str, Any], as_json: bool, verdict: str) -> None:
     if as_json:
         sys.stdout.write(dumps(finite_or_text(summary), indent=1, default=str))
         sys.stdout.write("\n")
-    else:
-        sys.stdout.write(verdict.replace("\n", " ") + "\n")
+    else:  # a path that is not UTF-8 in it is shown escaped (files.SHOWN), never an encoding error
+        sys.stdout.write(displayable(verdict.replace("\n", " ")) + "\n")
     sys.stdout.flush()
 
 
