@@ -122,6 +122,8 @@ def test_a_record_and_check_in_folders_not_utf8_exit_0_as_processes(
     assert "g\\xff/c1/tiny.json" in (tmp_path / os.fsdecode(b"c\xff") / "golden-check.md").read_text()
     history = (tmp_path / os.fsdecode(b"g\xff") / "c1" / "history.jsonl").read_bytes()
     assert history.count(b"\n") == 2 and history.isascii()
+    again = run([b"golden", b"record", engine, *common, b"--new-card", b"--out", root + b"/s\xff"], tmp_path)
+    assert again.returncode == 2 and b"g\\xff/c1/tiny.json exists; pass --force" in again.stderr, again.stderr
 
 
 def test_the_crash_reporter_writes_a_path_not_utf8_escaped(tmp_path: Path) -> None:

@@ -76,9 +76,19 @@ def crash_report(error: BaseException, out: Path | None, argv: list[str]) -> str
     return displayable(f"bitexact: internal error: {type(error).__name__}: {error}{where} (exit 2)")
 
 
+def shown_streams() -> None:
+    """stdout and stderr write what they cannot encode escaped (files.SHOWN: a path's bytes that are not
+    UTF-8 as `\\xNN`), so no line bitexact prints (a verdict, a note, a progress bar) fails on a path."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors=SHOWN)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     out: Path | None = None
+    shown_streams()
     try:
         args = build_parser().parse_args(argv)  # usage errors exit 2 here (argparse's own convention)
         distinct_roles(args)
