@@ -98,8 +98,8 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     server: str | None = None  # canned_sglang behaviour, at {url}
     model: str = "Qwen/Qwen3.8-27B"
-    # "ro" | "full" | "two-pages" (8 KiB free: bitexact's lock and run record take them, the results
-    # file then finds none): {tmp}/mnt is such a tmpfs
+    # "ro" | "full" | "three-pages" (12 KiB free: bitexact's lock, run record and manifest take them, the
+    # results file then finds none): {tmp}/mnt is such a tmpfs
     fs: str | None = None
     check: Check | None = None  # what must hold afterwards (nothing lost, nothing left behind)
 
@@ -282,12 +282,15 @@ def other_run(verb_argv: tuple[str, ...], out: str = "o", wrote: str = "repeat.m
         sys.path[:0] = [str(s) for s in SOURCES]
         from bitexact import runs
         from bitexact.cli import build_parser
+        from bitexact.ownership import take
 
         argv = [a.replace("{tmp}", str(tmp)) for a in verb_argv]
         args = build_parser().parse_args(argv)
         (tmp / out).mkdir(parents=True, exist_ok=True)
         runs.claim(tmp / out, args, argv)
-        (tmp / out / wrote).write_text("the first run's report\n")
+        take(tmp / out / wrote).write_text(
+            "the first run's report\n"
+        )  # entered in its manifest, as bitexact does
 
     return setup
 
@@ -692,7 +695,7 @@ CASES: list[Case] = [
         r".*the results written before are kept and a rerun resumes from them",
         prompts,
         server="normal",
-        fs="two-pages",
+        fs="three-pages",
         check=both_checks(no_tmp_left("after"), whole_lines("after/o")),
     ),
     Case(
@@ -1071,12 +1074,12 @@ CASES: list[Case] = [
         "--golden-dir on a read-only file system",
         ("golden", "record", "sglang+{url}", *golden_args[:-1], "{tmp}/mnt/g", *common),
         2,
-        r"cannot write .*mnt/g/h200/qwen3.8-27b-exact.json \(--golden-dir/--golden\): Read-only file system "
-        r"\(the file system is mounted read-only; give a writable --golden-dir/--golden\)",
+        r"--golden-dir/--golden .*mnt/g/h200: cannot write there: Read-only file system \(the file system is "
+        r"mounted read-only; give a writable --golden-dir/--golden\); checked before the run, so nothing ran",
         prompts,
         server="normal",
         fs="ro",
-        check=rows_kept("o", 2),
+        check=rows_kept("o", 0),
     ),
     Case(
         "bx-record-golden-full",
@@ -1084,12 +1087,13 @@ CASES: list[Case] = [
         "--golden-dir on a full file system",
         ("golden", "record", "sglang+{url}", *golden_args[:-1], "{tmp}/mnt/g", *common),
         2,
-        r"cannot write .*/qwen3.8-27b-exact.json \(--golden-dir/--golden\): No space left on device",
+        r"--golden-dir/--golden .*mnt/g/h200: cannot write there: No space left on device .*checked before "
+        r"the run, so nothing ran",
         prompts,
         server="normal",
         fs="full",
         check=both_checks(
-            no_tmp_left("after"), absent("after/g/h200/qwen3.8-27b-exact.json"), rows_kept("o", 2)
+            no_tmp_left("after"), absent("after/g/h200/qwen3.8-27b-exact.json"), rows_kept("o", 0)
         ),
     ),
     Case(
@@ -1755,7 +1759,8 @@ CASES: list[Case] = [
         "--force over another command's run: moved aside, never deleted",
         ("repeat", URL + FAST, "-n", "3", *common, "--force"),
         2,
-        r"--force: bitexact's files in .*/o are moved to .*/o/replaced/run-",
+        r"--force: the files bitexact wrote in .*/o \(those .bitexact-files lists\) are moved to "
+        r".*/o/replaced/run-",
         both(prompts, other_run(("repeat", URL + FAST, "-n", "2", *common))),
         check=lambda tmp: None
         if list((tmp / "o" / "replaced").glob("run-*/repeat.md"))
@@ -1924,7 +1929,9 @@ CASES: list[Case] = [
             "--force",
         ),
         2,
-        r"--force: bitexact's files in .*/o are moved to .*/o/replaced/run-.* \(files of yours there stay\)",
+        r"--force: the files bitexact wrote in .*/o \(those .bitexact-files lists\) are moved to "
+        r".*/o/replaced/run-.*; files of yours there stay untouched, whatever their names \(p.jsonl: "
+        r".bitexact-files does not list them\)",
         both(
             write("o/p.jsonl", PROMPTS),
             other_run(("repeat", URL + FAST, "-n", "2", "--prompts", "{tmp}/o/p.jsonl", "--out", "{tmp}/o")),
@@ -3650,3 +3657,7 @@ CASES += [
         r"'foo-1.0=sha256-abc': 'sha256-abc' is not an SRI sha256 \(sha256- and 44 base64 characters",
     ),
 ]
+
+from reliability_cases_writes import CASES as _WRITES  # noqa: E402  (it imports this module: last)
+
+CASES += _WRITES

@@ -88,10 +88,10 @@ def run_case(case: Case, tmp: Path) -> Result:
             prepare = f"mount -t tmpfs -o size=256k tmpfs {mnt}"
             if case.fs == "ro":
                 prepare += f" && mount -o remount,ro {mnt}"
-            else:  # an out directory and a filler that leaves no block free (full) or two (two-pages)
-                prepare += f" && mkdir {mnt}/o && head -c 8192 /dev/zero > {mnt}/room"
+            else:  # an out directory and a filler that leaves no block free (full) or three (three-pages)
+                prepare += f" && mkdir {mnt}/o && head -c 12288 /dev/zero > {mnt}/room"
                 prepare += f" && (head -c 1M /dev/zero > {mnt}/filler 2>/dev/null || true)"
-                prepare += f" && rm {mnt}/room" if case.fs == "two-pages" else ""
+                prepare += f" && rm {mnt}/room" if case.fs == "three-pages" else ""
             # The mount dies with the namespace: copy what the run left (but the filler) out for the check.
             keep = f"rm -f {mnt}/filler; mkdir -p {tmp}/after && cp -a {mnt}/. {tmp}/after/"
             command = [

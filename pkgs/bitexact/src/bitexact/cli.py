@@ -20,8 +20,9 @@ from bitexact import __version__, runs
 from bitexact.argv import StrictParser
 from bitexact.commands import bench, golden, history, parity, repeat, warm
 from bitexact.errors import BitexactError
-from bitexact.files import OutLock, describe_os_error, distinct_roles, prepare_out
+from bitexact.files import SHOWN, OutLock, describe_os_error, displayable, distinct_roles, prepare_out
 from bitexact.helptext import HelpFormatter
+from bitexact.ownership import take
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's convention
 
@@ -61,21 +62,33 @@ def crash_report(error: BaseException, out: Path | None, argv: list[str]) -> str
     for folder in ([out] if out is not None and out.is_dir() else []) + [Path(tempfile.gettempdir())]:
         path = folder / f"bitexact-crash-{stamp}-{os.getpid()}.txt"
         try:
-            path.write_text(
-                f"bitexact {__version__}: {shlex.join(['bitexact', *argv])}\n{text}", encoding="utf-8"
+            if folder == out:
+                take(path)  # bitexact's in --out (ownership.py), never a file of the user's
+            path.write_text(  # a path or argument that is not UTF-8 is written escaped (files.SHOWN)
+                f"bitexact {__version__}: {shlex.join(['bitexact', *argv])}\n{text}", "utf-8", SHOWN
             )
-        except OSError:
+        except (OSError, BitexactError):
             continue
-        return (
+        return displayable(
             f"bitexact: internal error: {type(error).__name__}: {error}{where}; the traceback is in "
             f"{path.absolute()} (a bug in bitexact: please report it with that file) (exit 2)"
         )
-    return f"bitexact: internal error: {type(error).__name__}: {error}{where} (exit 2)"
+    return displayable(f"bitexact: internal error: {type(error).__name__}: {error}{where} (exit 2)")
+
+
+def shown_streams() -> None:
+    """stdout and stderr write what they cannot encode escaped (files.SHOWN: a path's bytes that are not
+    UTF-8 as `\\xNN`), so no line bitexact prints (a verdict, a note, a progress bar) fails on a path."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors=SHOWN)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     out: Path | None = None
+    shown_streams()
     try:
         args = build_parser().parse_args(argv)  # usage errors exit 2 here (argparse's own convention)
         distinct_roles(args)
@@ -86,11 +99,11 @@ def main(argv: list[str] | None = None) -> int:
             runs.claim(out, args, argv)
             return int(args.run(args))
     except BitexactError as exc:
-        print(f"bitexact: error: {exc}", file=sys.stderr)
+        print(displayable(f"bitexact: error: {exc}"), file=sys.stderr)
         return 2
     except OSError as exc:  # an I/O fault no check foresaw: named, without a traceback
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"bitexact: error: {where}{describe_os_error(exc)}", file=sys.stderr)
+        print(displayable(f"bitexact: error: {where}{describe_os_error(exc)}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("bitexact: interrupted (exit 130)", file=sys.stderr)

@@ -4,6 +4,7 @@ read-only or full file system, and two runs writing into one --out at once."""
 
 from __future__ import annotations
 
+import codecs
 import datetime
 import errno
 import fcntl
@@ -39,10 +40,37 @@ def describe_os_error(error: OSError, option: str = "--out") -> str:
     return f"{reason} ({hint})" if hint else reason
 
 
-def shown(path: Path | str) -> str:
-    """A path as messages show it: as typed, or quoted with escapes where it holds a character that
-    would print invisibly (a carriage return from a file written on Windows, a tab)."""
-    text = str(path)
+# The one way bitexact turns text that may hold a path into text it can write (a report, a results
+# line, a crash report, the verdict on stdout). Linux allows any bytes but "/" and NUL in a name, and
+# Python holds the bytes of a name that are not UTF-8 as lone surrogates (U+DC80..U+DCFF, PEP 383),
+# which no UTF-8 writer takes: with this error handler each such byte is written as `\xNN` (and any
+# other lone surrogate as `\uNNNN`), so a path is shown escaped and never breaks a write.
+SHOWN = "bitexact-shown"
+
+
+def _escape_unencodable(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    bad = error.object[error.start : error.end]
+    escaped = "".join(
+        f"\\x{ord(c) - 0xDC00:02x}" if 0xDC80 <= ord(c) <= 0xDCFF else f"\\u{ord(c):04x}" for c in bad
+    )
+    return escaped, error.end
+
+
+codecs.register_error(SHOWN, _escape_unencodable)
+
+
+def displayable(text: str) -> str:
+    """`text` with every character UTF-8 cannot hold escaped (SHOWN): safe for any UTF-8 writer."""
+    return text.encode("utf-8", SHOWN).decode("utf-8")
+
+
+def shown(path: Path | str | bytes) -> str:
+    """A path as messages and reports show it: as typed; its bytes that are not UTF-8 as `\\xNN`; and
+    quoted with escapes where it holds a character that would print invisibly (a carriage return from a
+    file written on Windows, a tab)."""
+    text = displayable(os.fsdecode(path))
     return repr(text) if any(unicodedata.category(c)[0] in "CZ" and c != " " for c in text) else text
 
 
@@ -156,7 +184,7 @@ def atomic_write_text(path: Path, text: str, option: str = "--out") -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tmp.open("w", encoding="utf-8") as handle:
+        with tmp.open("w", encoding="utf-8", errors=SHOWN) as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
@@ -177,7 +205,7 @@ def append_line(path: Path, text: str, kept: str, option: str = "--out") -> None
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, text.encode("utf-8"))
+            os.write(fd, text.encode("utf-8", SHOWN))
             os.fsync(fd)
         finally:
             os.close(fd)

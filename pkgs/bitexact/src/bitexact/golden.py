@@ -94,9 +94,14 @@ def build_record(
     return {**record, "digest": record_digest(record)}
 
 
+def record_text(record: dict[str, Any]) -> str:
+    """A golden record as its file holds it: standard JSON."""
+    return dumps(record, indent=1) + "\n"
+
+
 def write_record(record: dict[str, Any], path: Path) -> None:
     """Standard JSON through a temporary file and a rename (a full disk leaves the old file and no .tmp)."""
-    atomic_write_text(path, dumps(record, indent=1) + "\n", option="--golden-dir/--golden")
+    atomic_write_text(path, record_text(record), option="--golden-dir/--golden")
 
 
 class Golden:

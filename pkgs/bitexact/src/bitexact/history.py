@@ -134,10 +134,15 @@ def entry(
     }
 
 
+def line_text(line: dict[str, Any]) -> str:
+    """A history line as the file holds it: one JSON object and its newline."""
+    return dumps(line, sort_keys=True) + "\n"
+
+
 def append(path: Path, line: dict[str, Any]) -> None:
     append_line(
         path,
-        dumps(line, sort_keys=True) + "\n",
+        line_text(line),
         "the history's earlier lines are kept; pass --history FILE to write it elsewhere, or --no-history",
         option="--history",
     )

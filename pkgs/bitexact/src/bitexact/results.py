@@ -20,11 +20,11 @@ from typing import Any
 from bitexact import strictjson
 from bitexact.files import append_line, dumps
 from bitexact.generation import Generation
+from bitexact.ownership import aside_folder
 from bitexact.prompts import Prompt
 
 KIND = "bitexact-results"
 SCHEMA = 2
-ASIDE = "replaced"  # folder beside the results that keeps what a run did not reuse
 
 
 def run_key(fields: dict[str, Any]) -> str:
@@ -66,7 +66,7 @@ class ResultStore:
         self.key = run_key(key_fields)
 
     def _aside(self, suffix: str) -> Path:
-        target = self.path.parent / ASIDE / f"{self.path.stem}.{_stamp()}{suffix}"
+        target = aside_folder(self.path.parent) / f"{self.path.stem}.{_stamp()}{suffix}"
         target.parent.mkdir(parents=True, exist_ok=True)
         return target
 

@@ -2,13 +2,15 @@
 (`<out>/.bitexact-run.json`: per verb, every option that shapes what it writes, engines without their
 transport options), and another command of that verb is refused there, before anything runs: its
 reports would replace the first one's, and a resume with other settings (`repeat -n 2`, then `-n 3`)
-would reuse rows made in other company. Verbs write files of their own (parity `A-*`, `B-*` and
+would reuse rows made in other company. Verbs name their files apart (parity `A-*`, `B-*` and
 `parity*`, repeat `repeat*`, golden record `golden*`, golden check `check-*` and `golden-check*`, bench
 `bench*`, history `history-*`, warm `warm*`: FILES), so a record, a check of it and a warm run against it
 may share one --out; no option names a report into another verb's files (`parity --name golden-record`
-would replace the record's report). `--force` moves bitexact's own files in --out aside (into
+would replace the record's report). Which files are bitexact's is never told by these names but by the
+manifest each run writes (ownership.py): `--force` moves the files the manifest lists aside (into
 `<out>/replaced/`, never deleted) and starts the new run; files of the user's there (`--out .` in a
-project, the prompt file kept beside its reports) stay where they are.
+project, the prompt file kept beside its reports, a `parity-notes.md` of their own) stay where they
+are, and the message names them.
 
 Without --out, each command gets its own folder, `bitexact-out/<verb>-<digest of the command>`: the same
 command again finds its results there and resumes, another command never meets them."""
@@ -28,16 +30,17 @@ from bitexact import strictjson
 from bitexact.engines.spec import parse_engine
 from bitexact.errors import UsageError
 from bitexact.files import LOCK_NAME, atomic_write_text, dumps, read_text
+from bitexact.ownership import ASIDE, MANIFEST, aside_folder, forget, not_ours, ours_there
 
 RECORD_NAME = ".bitexact-run.json"
 KIND = "bitexact-run"
-ASIDE = "replaced"
 DEFAULT_ROOT = Path("bitexact-out")
 # Options that shape nothing in --out: where it is, how the verdict is shown, whether to start over,
 # and where a history line goes and what it names (the history is outside --out).
 NOT_IDENTITY = {"out", "json", "force", "run", "history", "no_history", "build_id", "build_info"}
 ENGINE_OPTIONS = ("a", "b", "engine")
-# The names each verb writes in an --out (results, reports), by prefix; and what every verb writes.
+# The names each verb gives its files in an --out (results, reports), by prefix: kept apart between verbs
+# (report_stem); which files are bitexact's is the manifest's to say (ownership.py), never these.
 FILES = {
     "parity": ("A-", "B-", "parity"),
     "repeat": ("repeat",),
@@ -47,20 +50,11 @@ FILES = {
     "history": ("history-",),
     "warm": ("warm",),
 }
-ANY_VERB = ("bitexact-crash-", RECORD_NAME)
 
 
 def owner(name: str) -> str | None:
     """The verb whose files `name` (a file in an --out) is among, or None for a file no verb writes."""
     return next((verb for verb, starts in FILES.items() if name.startswith(starts)), None)
-
-
-def ours(name: str) -> bool:
-    """Whether bitexact wrote `name` in an --out (a verb's file, a crash report, the run record, or the
-    temporary file of a write cut short: `.NAME.PID.tmp`)."""
-    if name.startswith(".") and name.endswith(".tmp"):
-        name = name[1:]
-    return owner(name) is not None or name.startswith(ANY_VERB)
 
 
 def report_stem(verb: str, stem: str, option: str) -> str:
@@ -122,14 +116,22 @@ def _changes(old: dict[str, Any], new: dict[str, Any]) -> str:
     return "; ".join(shown[:4]) + ("; ..." if len(shown) > 4 else "")
 
 
-def _move_aside(out: Path) -> Path:
+def _move_aside(out: Path) -> tuple[Path, list[str]]:
+    """The files the manifest lists (but the folder they go to) moved into `replaced/run-STAMP/`, and the
+    run record with them; returns that folder and the names left in place (the user's)."""
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    target = out / ASIDE / f"run-{stamp}"
+    aside = aside_folder(out)
+    target = aside / f"run-{stamp}"
     target.mkdir(parents=True)
-    for entry in sorted(out.iterdir()):
-        if entry.name not in (LOCK_NAME, ASIDE) and ours(entry.name):
+    moved = set()
+    for entry in ours_there(out):
+        if entry.name != aside.name:
             entry.replace(target / entry.name)
-    return target
+            moved.add(entry.name)
+    if (out / RECORD_NAME).exists():
+        (out / RECORD_NAME).replace(target / RECORD_NAME)
+    forget(out, moved)
+    return target, not_ours(out, (LOCK_NAME, RECORD_NAME, aside.name))
 
 
 def claim(out: Path, args: argparse.Namespace, argv: list[str]) -> None:
@@ -142,14 +144,15 @@ def claim(out: Path, args: argparse.Namespace, argv: list[str]) -> None:
     there = path.exists() or path.is_symlink()
     record = _read(path) if there else None
     force = bool(getattr(args, "force", False))
-    wrote = any(entry.name != RECORD_NAME and ours(entry.name) for entry in out.iterdir())
+    wrote = any(entry.name != ASIDE for entry in ours_there(out))
     runs = dict(record["runs"]) if record is not None and isinstance(record.get("runs"), dict) else {}
     mine = runs.get(verb)
     if there and wrote and (record is None or (isinstance(mine, dict) and mine.get("identity") != identity)):
         if record is None and not force:
             raise UsageError(
                 f"--out {out}: {path.name} is not a run record bitexact can read; give a new --out, or "
-                f"pass --force to move bitexact's files there aside into {out / ASIDE}/"
+                f"pass --force to move bitexact's files there (those {MANIFEST} lists) aside into "
+                f"{out / ASIDE}/"
             )
         if isinstance(mine, dict) and not force:
             raise UsageError(
@@ -157,12 +160,20 @@ def claim(out: Path, args: argparse.Namespace, argv: list[str]) -> None:
                 f"(`{mine.get('command')}`; {_changes(mine.get('identity') or {}, identity)}): its reports "
                 "and results would be replaced or mixed with this one's. Give this run a new --out (or "
                 f"none: each command gets its own folder under {DEFAULT_ROOT}/), or pass --force to move "
-                f"bitexact's files in --out aside into {out / ASIDE}/ and start this one"
+                f"bitexact's files in --out (those {MANIFEST} lists) aside into {out / ASIDE}/ and "
+                "start this one"
             )
-        moved = _move_aside(out)
+        moved, kept = _move_aside(out)
         runs = {}
+        yours = (
+            f"; files of yours there stay untouched, whatever their names ({', '.join(kept[:5])}"
+            f"{', ...' if len(kept) > 5 else ''}: {MANIFEST} does not list them)"
+            if kept
+            else ""
+        )
         print(
-            f"bitexact: --force: bitexact's files in {out} are moved to {moved} (files of yours there stay)",
+            f"bitexact: --force: the files bitexact wrote in {out} (those {MANIFEST} lists) are moved to "
+            f"{moved}{yours}",
             file=sys.stderr,
         )
     if not wrote:

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from bitexact.argv import MAX_RUNS, MAX_SEED, MAX_TOKENS, MAX_VOCAB, count, parse_lengths
-from bitexact.commands.common import add_out_options, emit, keyed_store, write_reports
+from bitexact.commands.common import add_out_options, emit, keyed_store, report_paths, write_reports
 from bitexact.engines.base import Timing
 from bitexact.engines.factory import open_engine
 from bitexact.engines.spec import parse_engine
@@ -121,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         long_prompt(n, seed=args.seed + i, tokenizer=tokenizer, vocab_size=args.vocab_size)
         for i, n in enumerate(lengths)
     ]
+    report_paths(args.out, "bench")  # bitexact's in --out, or refused before the run (ownership.py)
     engine = open_engine(args.engine)
     bar = Progress(f"bench {args.engine}", len(prompts) * args.runs)
     try:

@@ -26,9 +26,10 @@ from bitexact.engines.base import Engine, Settings
 from bitexact.engines.factory import open_engine
 from bitexact.engines.spec import parse_engine
 from bitexact.errors import UsageError
-from bitexact.files import atomic_write_text, dumps
+from bitexact.files import atomic_write_text, displayable, dumps
 from bitexact.generation import Generation
 from bitexact.longprompts import long_battery
+from bitexact.ownership import take
 from bitexact.prompts import (
     HFTokenizer,
     Prompt,
@@ -174,11 +175,17 @@ def keyed_store(
         "command": runs.claimed_digest(out, TAG_VERBS.get(tag, tag)),
         **extra,
     }
-    return ResultStore(results_path(out, tag, raw), {**key, "tag": tag})
+    return ResultStore(take(results_path(out, tag, raw)), {**key, "tag": tag})
+
+
+def report_paths(out: Path, stem: str) -> list[Path]:
+    """A verb's two reports in --out, Markdown then HTML, taken as bitexact's (ownership.py: a file of the
+    user's of that name is refused, never replaced)."""
+    return [take(out / f"{stem}.md"), take(out / f"{stem}.html")]
 
 
 def write_reports(out: Path, stem: str, markdown: str, html: str) -> list[str]:
-    paths = [out / f"{stem}.md", out / f"{stem}.html"]
+    paths = report_paths(out, stem)
     atomic_write_text(paths[0], markdown)
     atomic_write_text(paths[1], html)
     return [str(p) for p in paths]
@@ -189,8 +196,8 @@ def emit(summary: dict[str, Any], as_json: bool, verdict: str) -> None:
     if as_json:
         sys.stdout.write(dumps(finite_or_text(summary), indent=1, default=str))
         sys.stdout.write("\n")
-    else:
-        sys.stdout.write(verdict.replace("\n", " ") + "\n")
+    else:  # a path that is not UTF-8 in it is shown escaped (files.SHOWN), never an encoding error
+        sys.stdout.write(displayable(verdict.replace("\n", " ")) + "\n")
     sys.stdout.flush()
 
 
@@ -239,8 +246,8 @@ def add_prompt_options(p: argparse.ArgumentParser, force: str | None = None) -> 
 
 
 FORCE_HELP = (
-    "start over in an --out that holds another command's run (bitexact's files there are moved aside "
-    "into OUT/replaced/, never deleted; files of yours stay)"
+    "start over in an --out that holds another command's run (the files bitexact's manifest there lists "
+    "are moved aside into OUT/replaced/, never deleted; files of yours stay, whatever their names)"
 )
 
 

@@ -16,29 +16,30 @@ from bitexact.argv import MAX_IN_FLIGHT, count
 from bitexact.commands.common import (
     add_prompt_options,
     emit,
+    report_paths,
     report_tokenizer,
     resolve_prompts,
     run_side,
     settings_of,
-    write_reports,
 )
 from bitexact.commands.parity import write_comparison
 from bitexact.engines.base import Settings
 from bitexact.engines.spec import parse_engine
 from bitexact.errors import GoldenError, UsageError
-from bitexact.files import env_path, env_value
+from bitexact.files import env_path, env_value, shown
 from bitexact.generation import Generation
 from bitexact.golden import (
     Golden,
     build_record,
     golden_path,
     load_golden,
+    record_text,
     replaceable,
     stored_settings,
-    write_record,
 )
 from bitexact.helptext import ENGINE, EXAMPLES, HelpFormatter, verb_parser
 from bitexact.identity import CPU, card_properties, detect_card, gpu_info, known_card_slugs, model_mismatch
+from bitexact.landing import GoldenLock, Landing, probe_append, probe_folder
 from bitexact.names import checked_name, name_option
 from bitexact.presets import _side, load_recipe
 from bitexact.prompts import Prompt
@@ -49,8 +50,8 @@ from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
 from bitexact.summary import comparison_summary
 
 RECORD_FORCE = (
-    "replace an existing golden; also start over in an --out that holds another command's run (moved "
-    "aside into OUT/replaced/)"
+    "replace an existing golden; also start over in an --out that holds another command's run (the files "
+    "bitexact's manifest there lists are moved aside into OUT/replaced/; files of yours stay)"
 )
 
 
@@ -267,18 +268,37 @@ def _build_id(args: argparse.Namespace) -> str | None:
 
 
 def record(args: argparse.Namespace) -> int:
+    """One transaction (landing.py): the golden locked for the whole record, every destination proven
+    writable before the engine runs, and the golden, its reports and its history line written together
+    or not at all."""
     card, name, spec = _key(args)
     _known_card(args, card)
     path = _path(args, card, name)
-    if path.exists() and not args.force:
-        raise UsageError(
-            f"golden {path} exists; pass --force to replace it (or --golden FILE to write elsewhere)"
-        )
+    _not_there(args, path)
     replaceable(path, card=card, recipe=name)
     target = _history_target(args, path)
+    probe_folder(path.parent, "--golden-dir/--golden")
+    if target is not None:
+        probe_append(target, "--history")
+    with GoldenLock(path):
+        _not_there(args, path)  # a record that held the lock until now may have written it
+        return _record(args, card, name, spec, path, target)
+
+
+def _not_there(args: argparse.Namespace, path: Path) -> None:
+    if path.exists() and not args.force:
+        raise UsageError(
+            f"golden {shown(path)} exists; pass --force to replace it (or --golden FILE to write elsewhere)"
+        )
+
+
+def _record(
+    args: argparse.Namespace, card: str, name: str, spec: str, path: Path, target: Path | None
+) -> int:
     settings = settings_of(args)
     prompts = resolve_prompts(args, [args.engine])
     build_info = _build_info(args)
+    reports = report_paths(args.out, "golden-record")  # bitexact's in --out, or refused before the run
     gens, identity = run_side(
         args.engine, prompts, settings, args.out, "golden", args.inflight, tokenizer=args.tokenizer
     )
@@ -304,12 +324,6 @@ def record(args: argparse.Namespace) -> int:
         prompts=prompts,
         generations=gens,
     )
-    write_record(rec, path)
-    if target is not None:
-        history.append(target, history.entry(
-            verdict="RECORDED", card=card, recipe=name, variant=args.variant, engine=args.engine,
-            golden=_golden_ref(path, rec), found=found, summary=None, prompts=len(prompts),
-        ))  # fmt: skip
     summary: dict[str, Any] = {
         "verb": "golden record",
         "title": f"golden record: card {card}, recipe {name}",
@@ -332,9 +346,17 @@ def record(args: argparse.Namespace) -> int:
             for p, g in zip(prompts, gens, strict=True)
         ],
     }
-    summary["reports"] = write_reports(
-        args.out, "golden-record", record_markdown(summary), record_html(summary)
-    )
+    landing = Landing()
+    landing.file(reports[0], record_markdown(summary), "--out")
+    landing.file(reports[1], record_html(summary), "--out")
+    landing.file(path, record_text(rec), "--golden-dir/--golden")
+    if target is not None:
+        landing.line(target, history.line_text(history.entry(
+            verdict="RECORDED", card=card, recipe=name, variant=args.variant, engine=args.engine,
+            golden=_golden_ref(path, rec), found=found, summary=None, prompts=len(prompts),
+        )), "--history")  # fmt: skip
+    landing.land()
+    summary["reports"] = [str(p) for p in reports]
     emit(
         summary,
         args.json,
@@ -443,6 +465,7 @@ def check(args: argparse.Namespace) -> int:
         f"recorded on card {selected.recorded_by}, checked on card {card}" if family else f"card {card}"
     )
     vet = selected.vet(args.engine, args.allow_identity_mismatch)
+    report_paths(args.out, "golden-check")  # bitexact's in --out, or refused before the run
     build_info = _build_info(args)
     target = _history_target(args, golden.path)
     gens, identity = run_side(

@@ -11,6 +11,7 @@ from bitexact.argv import MAX_IN_FLIGHT, count
 from bitexact.commands.common import (
     add_prompt_options,
     emit,
+    report_paths,
     report_tokenizer,
     resolve_prompts,
     run_side,
@@ -97,8 +98,10 @@ def run(args: argparse.Namespace) -> int:
         title = f"parity, preset {preset.name}: {side_a.variant} vs {side_b.variant}"
     spec_a = args.spec_a or side_a.spec
     spec_b = args.spec_b or side_b.spec
+    stem = args.name or (f"parity-{args.preset}" if args.preset else "parity")
     settings = settings_of(args)
     prompts = resolve_prompts(args, [args.a, args.b], long_lengths)
+    report_paths(args.out, stem)  # bitexact's in --out, or refused before the run (ownership.py)
     inflight_a, inflight_b = args.inflight_a or side_a.inflight, args.inflight_b or side_b.inflight
     same = same_engine(args.a, probe_identity(args.a), args.b, probe_identity(args.b))
     # One server asked two ways (8 requests in flight against 1) is a batching check, and worth running;
@@ -134,7 +137,6 @@ def run(args: argparse.Namespace) -> int:
         gens_b=gens_b,
         tokenizer=report_tokenizer(args, [args.a, args.b]),
     )
-    stem = args.name or (f"parity-{args.preset}" if args.preset else "parity")
     summary["reports"] = write_comparison(args.out, stem, summary)
     verdict = "EQUAL" if summary["differ"] == 0 else "DIFFERENT"
     if same:

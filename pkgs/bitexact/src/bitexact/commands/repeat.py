@@ -9,6 +9,7 @@ from bitexact.argv import MAX_IN_FLIGHT, MAX_REPEATS, count
 from bitexact.commands.common import (
     add_prompt_options,
     emit,
+    report_paths,
     resolve_prompts,
     run_side,
     settings_of,
@@ -46,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("repeat with an assistant (speculative decoding in transformers) needs --batch 1")
     settings = settings_of(args)
     base = resolve_prompts(args, [args.engine])
+    report_paths(args.out, "repeat")  # bitexact's in --out, or refused before the run (ownership.py)
     copies = [
         Prompt(id=f"{p.id}#r{i}", input_ids=p.input_ids, text=p.text)
         for p in base

@@ -30,6 +30,7 @@ from bitexact.generation import Generation
 from bitexact.helptext import verb_parser
 from bitexact.longprompts import long_prompt
 from bitexact.names import name_option
+from bitexact.ownership import take
 from bitexact.prefixcache import FLUSH_PATHS, CacheFlush, cached_tokens, prompt_tokens
 from bitexact.presets import _side, load_recipe
 from bitexact.prompts import Prompt, load_tokenizer
@@ -367,6 +368,7 @@ def run(args: argparse.Namespace) -> int:
             "sglang+http://HOST:PORT or openai+http://HOST:PORT/v1?model=NAME"
         )
     prompts, settings, requirement, golden = _inputs(args)
+    markdown = take(args.out / "warm.md")  # bitexact's in --out, or refused before the run (ownership.py)
     if args.shared_prefix:
         plan = _shared_plan(args, prompts)
     else:
@@ -453,7 +455,7 @@ def run(args: argparse.Namespace) -> int:
         ],
         "refused": _refusals(by_pass, ids, [counts[k] for k in kept], flush),
     }
-    markdown = args.out / "warm.md"
+    markdown = args.out / "warm.md"  # taken before the run
     atomic_write_text(markdown, warm_markdown(summary))
     summary["reports"] = [str(markdown), *reports]
     if summary["refused"]:
