@@ -14,6 +14,7 @@ let
       "checks/golden/h200/e2e-tiny-hybrid-long.json"
       "checks/offline"
       "pkgs/bitexact/src"
+      "pkgs/formats/src"
       "pkgs/gpu-checks/src"
       "checks/e2e"
       "checks/gpu"

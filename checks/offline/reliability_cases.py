@@ -19,6 +19,7 @@ RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 SOURCES = [
     REPO / p
     for p in (
+        "pkgs/formats/src",
         "pkgs/bitexact/src",
         "pkgs/server/src",
         "pkgs/lock/src",
@@ -782,7 +783,8 @@ CASES: list[Case] = [
         "a recipe of an unknown schema",
         ("parity", URL, URL + "?timeout=5", "--preset", "recipe", "--recipe", "{tmp}/r.json"),
         2,
-        r"schema 99 is not one this bitexact reads \(\[1\]\)",
+        r"--recipe .*r.json has schema 99: it was written by a newer bitexact \(this one reads schema 1\); "
+        r"upgrade bitexact",
         recipe_with(schema=99),
     ),
     Case(
@@ -1205,7 +1207,7 @@ CASES: list[Case] = [
         "a golden that is not JSON",
         ("golden", "check", "sglang+{url}", *golden_args, *common),
         2,
-        r"is corrupted \(not standard UTF-8 JSON",
+        r"is corrupted \(not standard JSON: .*restore it as it was recorded",
         both(prompts, raw_golden("{")),
         server="normal",
     ),
@@ -1225,7 +1227,7 @@ CASES: list[Case] = [
         "a golden that is not UTF-8",
         ("golden", "check", "sglang+{url}", *golden_args, *common),
         2,
-        r"is corrupted \(not standard UTF-8 JSON: 'utf-8' codec",
+        r"golden .*: not UTF-8 text \(byte 7, line 1: b'\\xff'\); give the golden record itself",
         both(prompts, raw_golden(b'{"a": "\xff"}')),
         server="normal",
     ),
@@ -1265,7 +1267,7 @@ CASES: list[Case] = [
         "a golden of the old schema",
         ("golden", "check", "sglang+{url}", *golden_args, "--out", "{tmp}/o"),
         2,
-        r"has schema 1; this bitexact reads schema 2 .*re-record it",
+        r"has schema 1, older than this bitexact reads \(schema 2\); .*re-record it",
         golden(lambda r: r.update(schema=1)),
         server="normal",
     ),
@@ -2360,7 +2362,8 @@ CASES: list[Case] = [
         "a recipe of an unknown schema",
         ("--root", "{tmp}/repo", "--recipe", "{tmp}/r.json", "status"),
         2,
-        r"schema 99 is not one pinlock reads",
+        r"recipe .*r.json has schema 99: it was written by a newer pinlock \(this one reads schema 1\); "
+        r"upgrade pinlock",
         both(checkout(), recipe_with(schema=99)),
     ),
     Case(
@@ -2378,7 +2381,7 @@ CASES: list[Case] = [
         "--recipe is a directory",
         ("--root", "{tmp}/repo", "--recipe", "{tmp}/d", "status"),
         2,
-        r"/d is a directory, where a JSON file belongs",
+        r"recipe .*/d is a directory; give the recipe file",
         both(checkout(), mkdir("d")),
     ),
     Case(
@@ -2430,7 +2433,7 @@ CASES: list[Case] = [
         "--recipe names no file",
         ("--recipe", "{tmp}/none.json", "--print"),
         2,
-        r"cannot read recipe .*none.json: No such file",
+        r"recipe .*none.json: no such file; give the recipe file",
     ),
     Case(
         "ln-recipe-dir",
@@ -2465,7 +2468,8 @@ CASES: list[Case] = [
         "a recipe of an unknown schema",
         ("--recipe", "{tmp}/r.json", "--print"),
         2,
-        r"`schema` is 2; this launcher reads schema \[1\]",
+        r"recipe .*r.json has schema 2: it was written by a newer bitexact-server "
+        r"\(this one reads schema 1\)",
         recipe_with(schema=2),
     ),
     Case(
@@ -2872,7 +2876,8 @@ CASES += [
         "schema true (which Python counts as 1)",
         (*launch_args, "--print"),
         2,
-        r"`schema` is True; this launcher reads schema \[1\]",
+        r"`schema` is true, a boolean, not a schema number; bitexact-server reads schema 1: "
+        r'write "schema": 1',
         recipe_with(schema=True),
     ),
     Case(
@@ -3074,7 +3079,7 @@ CASES += [
         "a --recipe path the OS calls too long (a traceback)",
         ("--recipe", "x" * 5000, "--print"),
         2,
-        r"cannot read recipe x+: File name too long",
+        r"recipe x+: cannot read it: File name too long",
     ),
     # the fleet's printed plan
     Case(
@@ -3650,3 +3655,5 @@ CASES += [
         r"'foo-1.0=sha256-abc': 'sha256-abc' is not an SRI sha256 \(sha256- and 44 base64 characters",
     ),
 ]
+
+CASES += __import__("reliability_cases_formats").CASES  # the shared file reader and schema check

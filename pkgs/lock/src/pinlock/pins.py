@@ -10,6 +10,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import exactformats
+
 SRC_PIN = Path("nix/pins/sglang-src.json")
 CARGO_PIN = Path("nix/pins/sglang-cargo.json")
 CARGO_LOCKS = Path("nix/pins/sglang-cargo-locks")
@@ -104,29 +106,27 @@ def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def read_json(path: Path) -> Any | None:
+def read_json(
+    path: Path, what: str = "file", expect: str = "a JSON file (or delete what is there and run again)"
+) -> Any | None:
     """The parsed file, or None when it does not exist. Read strictly (RFC 8259): a key given twice in one
     object, which Python's json would resolve silently by keeping the last, is refused, and so are NaN and
-    Infinity. (pinlock runs on nixpkgs' Python, apart from the launcher, so it has its own reader.)"""
+    Infinity. The file is read by the reader bitexact and the launcher share (exactformats): a FIFO or a
+    device is refused before it is opened, a byte-order mark is taken off."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except IsADirectoryError:
-        raise UsageError(f"{path} is a directory, where a JSON file belongs") from None
-    except OSError as error:
-        raise PinError(f"{path}: cannot be read ({error.strerror or error})") from None
+        text = exactformats.read_text(path, what, expect)
+    except exactformats.FormatError as error:
+        if error.kind == "missing" and not path.is_symlink():
+            return None
+        if error.kind in ("directory", "special"):
+            raise UsageError(str(error)) from None
+        raise PinError(str(error)) from None
     try:
-        return json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_not_json)
-    except UnicodeDecodeError as error:
-        raise PinError(
-            f"{path}: not UTF-8 text (byte {error.start}: {data[error.start : error.start + 1]!r}); "
-            "save it as UTF-8, or delete it and run again"
-        ) from None
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_not_json)
     except RecursionError:
-        raise PinError(f"{path}: not readable JSON (nested too deeply); fix or delete it") from None
+        raise PinError(f"{what} {path}: not readable JSON (nested too deeply); fix or delete it") from None
     except ValueError as error:  # json.JSONDecodeError, a repeated key, NaN
-        raise PinError(f"{path}: not valid JSON ({error}); fix or delete it and run again") from None
+        raise PinError(f"{what} {path}: not valid JSON ({error}); fix or delete it and run again") from None
 
 
 def write_json(path: Path, data: Any) -> None:

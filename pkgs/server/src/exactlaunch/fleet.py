@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+import exactformats
+
 from exactlaunch import strictjson, values
 from exactlaunch.crash import one_line
 from exactlaunch.recipe import RecipeError
@@ -289,10 +291,15 @@ def read_plan(path: Path) -> tuple[list[Process], Process]:
     """The replicas and the router of a plan `bitexact-server --replicas N --print` printed."""
     fix = "`bitexact-server --replicas N --print` writes one"
     try:
-        printed = strictjson.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, strictjson.JsonProblem) as error:
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
-        raise FleetError(f"{path}: cannot read the plan ({reason}); {fix}") from None
+        printed = strictjson.loads(
+            exactformats.read_text(
+                path, "plan", "the plan that `bitexact-server --replicas N --print` writes"
+            )
+        )
+    except exactformats.FormatError as error:
+        raise FleetError(str(error)) from None
+    except strictjson.JsonProblem as error:
+        raise FleetError(f"{path}: cannot read the plan ({error}); {fix}") from None
     if not isinstance(printed, dict) or "fleet" not in printed:
         raise FleetError(f"{path}: no `fleet` in it: print it with `bitexact-server --replicas N --print`")
     part = printed["fleet"]
