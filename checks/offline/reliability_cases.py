@@ -3657,3 +3657,4 @@ CASES += [
 ]
 
 CASES += __import__("reliability_cases_formats").CASES  # the shared file reader and schema check
+CASES += __import__("reliability_cases_http").CASES  # bitexact's HTTP exchange

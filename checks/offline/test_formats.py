@@ -2,8 +2,8 @@
 exactformats), through each program's own entry points:
 
 - every kind of file that is not a regular file (a FIFO, a directory, a device, a socket, a dangling
-  link, a link to a FIFO) is refused by all three programs, run as real processes, within seconds and
-  naming the kind; a FIFO never blocks the open;
+  link, a link loop, a link to a FIFO) is refused by all three programs, run as real processes,
+  within seconds and naming the kind; a FIFO never blocks the open;
 - drawn bytes (a byte-order mark or not, UTF-8 or not, UTF-16) read the same in the three: a BOM is taken
   off everywhere, bad UTF-8 is named with its byte;
 - a drawn `schema` (whole numbers below, at and above what the programs read, decimals, booleans, strings,
@@ -121,6 +121,9 @@ def special(kind: str, tmp: Path) -> Iterator[tuple[Path, str]]:
         with socket.socket(socket.AF_UNIX) as sock:
             sock.bind(str(path))
             yield path, "is a socket"
+    elif kind == "loop":
+        path.symlink_to(path)
+        yield path, "is a symbolic link loop"
     elif kind == "dangling":
         path.symlink_to(tmp / "gone.json")
         yield path, "is a symbolic link to .*gone.json, which does not exist"
@@ -128,7 +131,7 @@ def special(kind: str, tmp: Path) -> Iterator[tuple[Path, str]]:
         raise AssertionError(kind)
 
 
-KINDS = ("fifo", "link-to-fifo", "directory", "device", "socket", "dangling")
+KINDS = ("fifo", "link-to-fifo", "directory", "device", "socket", "dangling", "loop")
 
 
 @pytest.mark.parametrize("kind", KINDS)

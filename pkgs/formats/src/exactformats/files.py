@@ -109,8 +109,12 @@ def read_bytes(path: Path | str, what: str, expect: str) -> bytes:
 def _os_error(path: Path, what: str, expect: str, error: OSError) -> FormatError:
     reason = error.strerror or str(error)
     if error.errno == errno.ELOOP:
-        reason = "a symbolic link loop (it points at itself through other links)"
-    elif error.errno == errno.ENOTDIR:
+        return FormatError(
+            f"{what} {shown(path)} is a symbolic link loop (it points at itself through other links); "
+            f"give {expect}",
+            "unreadable",
+        )
+    if error.errno == errno.ENOTDIR:
         return FormatError(
             f"{what} {shown(path)}: a folder on its way is a file; give {expect}", "unreadable"
         )
