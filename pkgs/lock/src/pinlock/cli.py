@@ -19,6 +19,8 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import exactformats
+
 from pinlock import commands, hf, snapshot
 from pinlock.hf import ManifestError
 from pinlock.nar import nar_sha256, nix32, sri
@@ -30,7 +32,7 @@ FAILURES = (PinError, NetError, ManifestError, UnpackError, ValueError, OSError)
 
 
 def _default_cache() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = str(exactformats.cache_home(os.environ))
     return Path(base) / "bitexact" / "pinlock"
 
 

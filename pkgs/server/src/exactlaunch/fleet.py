@@ -80,6 +80,12 @@ def replica_argv(argv: Sequence[str], port: int, gpu: str, sharing: int, fractio
     return out
 
 
+def replica_gpu(argv: Sequence[str]) -> str:
+    """The GPU a replica's argv puts it on (its --base-gpu-id, 0 without one)."""
+    at = [i for i, item in enumerate(argv) if item == GPU_FLAG]
+    return argv[at[-1] + 1] if at and at[-1] + 1 < len(argv) else "0"
+
+
 def memory_fraction(argv: Sequence[str]) -> float | None:
     """The launch's --mem-fraction-static (its last occurrence, as SGLang's argparse takes it)."""
     at = [i for i, item in enumerate(argv) if item == MEM_FLAG]
