@@ -3659,3 +3659,4 @@ CASES += [
 CASES += __import__("reliability_cases_formats").CASES  # the shared file reader and schema check
 CASES += __import__("reliability_cases_http").CASES  # bitexact's HTTP exchange
 CASES += __import__("reliability_cases_launcher_env").CASES  # the launcher's environment values
+CASES += __import__("reliability_cases_lock_os").CASES  # pinlock and the operating system

@@ -3,6 +3,7 @@ leaves half a file; finished pins survive a failure later in the same run)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -129,16 +130,40 @@ def read_json(
         raise PinError(f"{what} {path}: not valid JSON ({error}); fix or delete it and run again") from None
 
 
+def write_problem(error: OSError, path: Path, kept: str = "") -> str:
+    """What a failed write says: the path, the system's reason and, for a fault a user can fix, how."""
+    hints = {
+        errno.ENOSPC: "the file system is full: free space on it",
+        errno.EDQUOT: "the disk quota is used up: free space",
+        errno.EROFS: "the file system is read-only",
+        errno.EACCES: "no permission to write there",
+        errno.EPERM: "no permission to write there",
+        errno.EFBIG: "the file is larger than this process may write (ulimit -f)",
+    }
+    hint = hints.get(error.errno or 0)
+    reason = error.strerror or str(error)
+    return f"cannot write {path}: {reason}" + (f" ({hint})" if hint else "") + (f"; {kept}" if kept else "")
+
+
 def write_json(path: Path, data: Any) -> None:
-    """Write `data` as indented JSON with a final newline, atomically (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Write `data` as indented JSON with a final newline, atomically (temp file + rename): a failure (a
+    full disk) leaves the old file and no temporary one, and says which file it was (PinError)."""
+    temp: str | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         with os.fdopen(handle, "w") as out:
             json.dump(data, out, indent=2)
             out.write("\n")
+            out.flush()
+            os.fsync(out.fileno())
         os.chmod(temp, 0o644)
         os.replace(temp, path)
+    except OSError as error:
+        if temp is not None:
+            Path(temp).unlink(missing_ok=True)
+        raise PinError(write_problem(error, path, "the file as it was is kept")) from None
     except BaseException:
-        Path(temp).unlink(missing_ok=True)
+        if temp is not None:
+            Path(temp).unlink(missing_ok=True)
         raise
