@@ -2353,7 +2353,7 @@ CASES: list[Case] = [
         "a recipe that is not UTF-8",
         ("--root", "{tmp}/repo", "--recipe", "{tmp}/r.json", "status"),
         2,
-        r"r.json: not UTF-8 text \(byte 12: b'\\xe9'\); save it as UTF-8",
+        r"r.json: not UTF-8 text \(byte 12, line 1: b'\\xe9'\); give the recipe file .*, saved as UTF-8",
         both(checkout(), write("r.json", b'{"schema": "\xe9"}')),
     ),
     Case(
@@ -2450,7 +2450,7 @@ CASES: list[Case] = [
         "a recipe that is not UTF-8",
         ("--recipe", "{tmp}/r.json", "--print"),
         2,
-        r"r.json: not UTF-8 text \(byte 2: b'\\xff'\)",
+        r"r.json: not UTF-8 text \(byte 2, line 1: b'\\xff'\); give the recipe file",
         write("r.json", b'{"\xff": 1}'),
     ),
     Case(
@@ -2478,7 +2478,8 @@ CASES: list[Case] = [
         "a recipe without a schema",
         ("--recipe", "{tmp}/r.json", "--print"),
         2,
-        r"`schema` is None",
+        r"r.json has no `schema`: every file of this kind names its schema "
+        r"\(bitexact-server reads schema 1\)",
         recipe_without("schema"),
     ),
     Case(
@@ -2608,7 +2609,7 @@ CASES: list[Case] = [
         "an image recipe of an unknown schema",
         ("--preflight-only",),
         2,
-        r"refusing to start: .*`schema` is 3",
+        r"refusing to start: recipe .*r.json has schema 3: it was written by a newer bitexact-server",
         recipe_with(schema=3),
         env={"BITEXACT_RECIPE": "{tmp}/r.json"},
     ),
@@ -2729,7 +2730,7 @@ CASES: list[Case] = [
         "a fleet plan file that does not exist",
         ("{tmp}/plan.json",),
         2,
-        r"plan.json: cannot read the plan \(.*No such file.*\); `bitexact-server --replicas N --print`",
+        r"plan .*plan.json: no such file; give the plan that `bitexact-server --replicas N --print` writes",
     ),
     Case(
         "fl-plan-no-fleet",
