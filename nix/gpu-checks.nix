@@ -32,7 +32,7 @@ let
   # long-prompt reference tokenizes its text with the model's own tokenizer (`--tokenizer
   # <snapshot>`), through the server's transformers.
   bitexact = pkgs.writeShellScriptBin "bitexact" ''
-    export PYTHONPATH=${bitexactPackage}/${python.sitePackages}''${PYTHONPATH:+:$PYTHONPATH}
+    export PYTHONPATH=${python.pkgs.makePythonPath [ bitexactPackage ]}''${PYTHONPATH:+:$PYTHONPATH}
     exec ${venv}/bin/python -m bitexact "$@"
   '';
   runnerPackage =

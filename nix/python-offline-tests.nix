@@ -37,6 +37,7 @@ let
     "checks/golden/h100-sxm5-80gb/perf-27b-shape-long.json"
     "checks/offline"
     "pkgs/bitexact/src"
+    "pkgs/formats/src"
     "pkgs/gpu-checks/src"
     "checks/e2e"
     "checks/gpu"

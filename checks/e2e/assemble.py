@@ -274,9 +274,11 @@ def missing_modules(work: Path, tree: str) -> list[str]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-# The project's own packages the GPU host runs (pure Python, no entry point used): the launcher and gpuhost,
-# bitexact, and the runner, each {package folder under src/: its project}.
+# The project's own packages the GPU host runs (pure Python, no entry point used): the file reader they
+# share (exactformats), the launcher and gpuhost, bitexact, and the runner, each {package folder under
+# src/: its project}.
 PRODUCT = {
+    "exactformats": "pkgs/formats",
     "exactlaunch": "pkgs/server",
     "gpuhost": "pkgs/server",
     "bitexact": "pkgs/bitexact",

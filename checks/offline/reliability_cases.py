@@ -19,6 +19,7 @@ RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 SOURCES = [
     REPO / p
     for p in (
+        "pkgs/formats/src",
         "pkgs/bitexact/src",
         "pkgs/server/src",
         "pkgs/lock/src",
@@ -785,7 +786,8 @@ CASES: list[Case] = [
         "a recipe of an unknown schema",
         ("parity", URL, URL + "?timeout=5", "--preset", "recipe", "--recipe", "{tmp}/r.json"),
         2,
-        r"schema 99 is not one this bitexact reads \(\[1\]\)",
+        r"--recipe .*r.json has schema 99: it was written by a newer bitexact \(this one reads schema 1\); "
+        r"upgrade bitexact",
         recipe_with(schema=99),
     ),
     Case(
@@ -1209,7 +1211,7 @@ CASES: list[Case] = [
         "a golden that is not JSON",
         ("golden", "check", "sglang+{url}", *golden_args, *common),
         2,
-        r"is corrupted \(not standard UTF-8 JSON",
+        r"is corrupted \(not standard JSON: .*restore it as it was recorded",
         both(prompts, raw_golden("{")),
         server="normal",
     ),
@@ -1229,7 +1231,7 @@ CASES: list[Case] = [
         "a golden that is not UTF-8",
         ("golden", "check", "sglang+{url}", *golden_args, *common),
         2,
-        r"is corrupted \(not standard UTF-8 JSON: 'utf-8' codec",
+        r"golden .*: not UTF-8 text \(byte 7, line 1: b'\\xff'\); give the golden record itself",
         both(prompts, raw_golden(b'{"a": "\xff"}')),
         server="normal",
     ),
@@ -1269,7 +1271,7 @@ CASES: list[Case] = [
         "a golden of the old schema",
         ("golden", "check", "sglang+{url}", *golden_args, "--out", "{tmp}/o"),
         2,
-        r"has schema 1; this bitexact reads schema 2 .*re-record it",
+        r"has schema 1, older than this bitexact reads \(schema 2\); .*re-record it",
         golden(lambda r: r.update(schema=1)),
         server="normal",
     ),
@@ -2358,7 +2360,7 @@ CASES: list[Case] = [
         "a recipe that is not UTF-8",
         ("--root", "{tmp}/repo", "--recipe", "{tmp}/r.json", "status"),
         2,
-        r"r.json: not UTF-8 text \(byte 12: b'\\xe9'\); save it as UTF-8",
+        r"r.json: not UTF-8 text \(byte 12, line 1: b'\\xe9'\); give the recipe file .*, saved as UTF-8",
         both(checkout(), write("r.json", b'{"schema": "\xe9"}')),
     ),
     Case(
@@ -2367,7 +2369,8 @@ CASES: list[Case] = [
         "a recipe of an unknown schema",
         ("--root", "{tmp}/repo", "--recipe", "{tmp}/r.json", "status"),
         2,
-        r"schema 99 is not one pinlock reads",
+        r"recipe .*r.json has schema 99: it was written by a newer pinlock \(this one reads schema 1\); "
+        r"upgrade pinlock",
         both(checkout(), recipe_with(schema=99)),
     ),
     Case(
@@ -2385,7 +2388,7 @@ CASES: list[Case] = [
         "--recipe is a directory",
         ("--root", "{tmp}/repo", "--recipe", "{tmp}/d", "status"),
         2,
-        r"/d is a directory, where a JSON file belongs",
+        r"recipe .*/d is a directory; give the recipe file",
         both(checkout(), mkdir("d")),
     ),
     Case(
@@ -2437,7 +2440,7 @@ CASES: list[Case] = [
         "--recipe names no file",
         ("--recipe", "{tmp}/none.json", "--print"),
         2,
-        r"cannot read recipe .*none.json: No such file",
+        r"recipe .*none.json: no such file; give the recipe file",
     ),
     Case(
         "ln-recipe-dir",
@@ -2454,7 +2457,7 @@ CASES: list[Case] = [
         "a recipe that is not UTF-8",
         ("--recipe", "{tmp}/r.json", "--print"),
         2,
-        r"r.json: not UTF-8 text \(byte 2: b'\\xff'\)",
+        r"r.json: not UTF-8 text \(byte 2, line 1: b'\\xff'\); give the recipe file",
         write("r.json", b'{"\xff": 1}'),
     ),
     Case(
@@ -2472,7 +2475,8 @@ CASES: list[Case] = [
         "a recipe of an unknown schema",
         ("--recipe", "{tmp}/r.json", "--print"),
         2,
-        r"`schema` is 2; this launcher reads schema \[1\]",
+        r"recipe .*r.json has schema 2: it was written by a newer bitexact-server "
+        r"\(this one reads schema 1\)",
         recipe_with(schema=2),
     ),
     Case(
@@ -2481,7 +2485,8 @@ CASES: list[Case] = [
         "a recipe without a schema",
         ("--recipe", "{tmp}/r.json", "--print"),
         2,
-        r"`schema` is None",
+        r"r.json has no `schema`: every file of this kind names its schema "
+        r"\(bitexact-server reads schema 1\)",
         recipe_without("schema"),
     ),
     Case(
@@ -2611,7 +2616,7 @@ CASES: list[Case] = [
         "an image recipe of an unknown schema",
         ("--preflight-only",),
         2,
-        r"refusing to start: .*`schema` is 3",
+        r"refusing to start: recipe .*r.json has schema 3: it was written by a newer bitexact-server",
         recipe_with(schema=3),
         env={"BITEXACT_RECIPE": "{tmp}/r.json"},
     ),
@@ -2732,7 +2737,7 @@ CASES: list[Case] = [
         "a fleet plan file that does not exist",
         ("{tmp}/plan.json",),
         2,
-        r"plan.json: cannot read the plan \(.*No such file.*\); `bitexact-server --replicas N --print`",
+        r"plan .*plan.json: no such file; give the plan that `bitexact-server --replicas N --print` writes",
     ),
     Case(
         "fl-plan-no-fleet",
@@ -2879,7 +2884,8 @@ CASES += [
         "schema true (which Python counts as 1)",
         (*launch_args, "--print"),
         2,
-        r"`schema` is True; this launcher reads schema \[1\]",
+        r"`schema` is true, a boolean, not a schema number; bitexact-server reads schema 1: "
+        r'write "schema": 1',
         recipe_with(schema=True),
     ),
     Case(
@@ -3081,7 +3087,7 @@ CASES += [
         "a --recipe path the OS calls too long (a traceback)",
         ("--recipe", "x" * 5000, "--print"),
         2,
-        r"cannot read recipe x+: File name too long",
+        r"recipe x+: cannot read it: File name too long",
     ),
     # the fleet's printed plan
     Case(
@@ -3661,3 +3667,7 @@ CASES += [
 from reliability_cases_writes import CASES as _WRITES  # noqa: E402  (it imports this module: last)
 
 CASES += _WRITES
+CASES += __import__("reliability_cases_formats").CASES  # the shared file reader and schema check
+CASES += __import__("reliability_cases_http").CASES  # bitexact's HTTP exchange
+CASES += __import__("reliability_cases_launcher_env").CASES  # the launcher's environment values
+CASES += __import__("reliability_cases_lock_os").CASES  # pinlock and the operating system

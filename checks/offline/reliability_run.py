@@ -10,6 +10,7 @@ read-only file systems, a real tmpfs mounted in a private mount namespace (`unsh
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -67,6 +68,9 @@ def run_case(case: Case, tmp: Path) -> Result:
     if case.setup is not None:
         case.setup(tmp)
     values = {"tmp": str(tmp)}
+    decided = tmp / ".case-values.json"  # what a setup decided (the port of a server it started)
+    if decided.exists():
+        values.update(json.loads(decided.read_text()))
     server = CannedSGLang(case.server, case.model) if case.server else None
     busy = None
     try:
@@ -118,6 +122,7 @@ def run_case(case: Case, tmp: Path) -> Result:
     problem = case.check(tmp) if case.check is not None else None
     ports = [int(server.url.rsplit(":", 1)[1])] if server is not None else []
     ports += [int(values["busy_port"])] if "busy_port" in values else []
+    ports += [int(values["raw_port"])] if "raw_port" in values else []
     return Result(done.returncode, done.stdout, done.stderr, problem, tuple(ports))
 
 
@@ -151,6 +156,7 @@ def table(rows: list[tuple[Case, str]]) -> list[str]:
             ("{busy_port}", "PORT"),
             ("{free_port}", "PORT"),
             ("{port}", "PORT"),
+            ("{raw_port}", "PORT"),
         ):
             command = command.replace(name, shown)
         command = command.replace("|", "\\|")

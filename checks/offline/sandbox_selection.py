@@ -25,6 +25,7 @@ MARK_EXPRESSION = "not network and not nix and not docker and not browser and no
 PATHS = ("checks/offline", "checks/gpu")
 # The repository's own Python packages, imported from this tree (no install step in a sandbox).
 SOURCES = (
+    "pkgs/formats/src",
     "pkgs/server/src",
     "pkgs/lock/src",
     "pkgs/bitexact/src",

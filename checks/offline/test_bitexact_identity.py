@@ -52,8 +52,11 @@ def test_keys_by_the_tables_slug(driver: Path) -> None:
 
 
 def test_a_driver_without_nvidia_ml_py_is_not_cpu(driver: Path) -> None:
-    """`python -S` drops site-packages (pynvml); bitexact and gpuhost come from the source tree."""
-    path = os.pathsep.join([str(REPO / "pkgs/bitexact/src"), str(REPO / "pkgs/server/src")])
+    """`python -S` drops site-packages (pynvml); bitexact, gpuhost and exactformats come from the source
+    tree."""
+    path = os.pathsep.join(
+        str(REPO / p) for p in ("pkgs/bitexact/src", "pkgs/server/src", "pkgs/formats/src")
+    )
     result = probe({"BITEXACT_DRIVER_LIB": str(driver), "PYTHONPATH": path, **nvml_env(MAX_Q)}, "-S")
     assert str(result["card"]).startswith("UsageError: cannot read this machine's card")
     assert "pip install nvidia-ml-py" in str(result["card"]) and "--card SLUG" in str(result["card"])
@@ -61,11 +64,12 @@ def test_a_driver_without_nvidia_ml_py_is_not_cpu(driver: Path) -> None:
 
 
 def test_without_gpuhost_the_card_is_named_by_hand(driver: Path) -> None:
-    env = {"BITEXACT_DRIVER_LIB": str(driver), "PYTHONPATH": str(REPO / "pkgs/bitexact/src")}
+    path = os.pathsep.join([str(REPO / "pkgs/bitexact/src"), str(REPO / "pkgs/formats/src")])
+    env = {"BITEXACT_DRIVER_LIB": str(driver), "PYTHONPATH": path}
     result = probe(env, "-S")
     assert result["card"] == "UsageError: " + (
-        "the card cannot be read: gpuhost (the NVML card reader, pkgs/server; `pip install ./pkgs/server`) "
-        "is not importable here; pass --card SLUG"
+        "the card cannot be read: gpuhost (the NVML card reader, pkgs/server; "
+        "`pip install ./pkgs/formats ./pkgs/server`) is not importable here; pass --card SLUG"
     )
 
 

@@ -368,7 +368,7 @@ def test_the_failures_found_stay_fixed(host: Path) -> None:
         # argparse drops the `--` of `--port=--` and handed the launcher an empty list (a TypeError)
         ("--recipe", str(RECIPE), "--port=--", "--print"): r"--port needs a value \(given \[\]\)",
         # a path the OS calls too long: Path.is_dir raised OSError (a traceback)
-        ("--recipe", "x" * 5000, "--print"): r"cannot read recipe x+: File name too long",
+        ("--recipe", "x" * 5000, "--print"): r"recipe x+: cannot read it: File name too long",
         # the second of two replicas on one GPU would take 0.99998 of what is left: "1" once rounded
         ("--recipe", str(host / "memory.json"), "--replicas", "2", "--port", "30000", "--print"): (
             r"share of GPU 0 rounds to 1, not a fraction below 1"

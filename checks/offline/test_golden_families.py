@@ -202,7 +202,7 @@ def test_families_file_errors_name_the_file_and_the_field(tmp_path: Path) -> Non
     with pytest.raises(GoldenError, match="member b carries no same_bits_evidence"):
         families.load(tmp_path)
     (tmp_path / "families.json").write_text('{"schema": 2}')
-    with pytest.raises(GoldenError, match="schema 2; this bitexact reads schema 1"):
+    with pytest.raises(GoldenError, match="has schema 2: it was written by a newer bitexact"):
         families.load(tmp_path)
 
 

@@ -226,7 +226,7 @@ def test_recipe_argv_must_be_sglang() -> None:
 
 
 def test_missing_recipe_file_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(RecipeError, match="cannot read recipe"):
+    with pytest.raises(RecipeError, match="nope.json: no such file; give the recipe file"):
         load_recipe(tmp_path / "nope.json")
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(RecipeError, match="not valid JSON"):

@@ -272,7 +272,8 @@ def test_missing_blob_is_refused_as_huggingface_hub_sees_it(
     (snapshot / SHARDS[0]).resolve().unlink()  # the link stays, dangling
     assert _pin(tmp_path, REPO, "--snapshot", str(snapshot)) == 1
     err = capsys.readouterr().err
-    assert "huggingface_hub finds the cache corrupted" in err and "Blob missing (broken symlink)" in err
+    assert "1 file(s) of its snapshots link to blobs that are no longer there" in err
+    assert f"{SHARDS[0]} links to " in err and f"`hf download {REPO} {SHARDS[0]} --revision " in err
 
 
 @pytest.mark.parametrize("writer", WRITERS)

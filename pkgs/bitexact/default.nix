@@ -25,7 +25,11 @@ python3Packages.buildPythonApplication {
 
   build-system = [ python3Packages.setuptools ];
 
-  dependencies = lib.optionals withTransformers [
+  # exactformats (pkgs/formats): the file reader and schema check shared with the launcher and pinlock.
+  dependencies = [
+    (python3Packages.callPackage ../formats { })
+  ]
+  ++ lib.optionals withTransformers [
     python3Packages.torch
     python3Packages.transformers
   ];

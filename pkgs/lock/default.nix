@@ -19,7 +19,10 @@ python3Packages.buildPythonApplication {
     ];
   };
   build-system = [ python3Packages.setuptools ];
-  dependencies = [ python3Packages.huggingface-hub ];
+  dependencies = [
+    python3Packages.huggingface-hub
+    (python3Packages.callPackage ../formats { })
+  ];
   makeWrapperArgs = [
     "--prefix"
     "PATH"

@@ -51,6 +51,7 @@ let
     };
     # The launcher, so that it can run on (and inspect) this set's interpreter.
     exactlaunch = final.callPackage ../server/exactlaunch.nix { };
+    exactformats = final.callPackage ../formats/exactformats.nix { };
   };
 
   pythonSet = (callPackage pyproject-nix.build.packages { inherit python; }).overrideScope (

@@ -21,8 +21,10 @@ stdenv.mkDerivation {
     ];
   };
   nativeBuildInputs = [ pyprojectHook ] ++ resolveBuildSystem { setuptools = [ ]; };
-  # Standard library only, plus nvidia-ml-py for gpuhost's NVML reader (pyproject.toml).
+  # Standard library only, plus nvidia-ml-py for gpuhost's NVML reader and exactformats, the file reader
+  # and schema check it shares with bitexact and pinlock (pyproject.toml).
   passthru.dependencies = {
     nvidia-ml-py = [ ];
+    exactformats = [ ];
   };
 }

@@ -93,7 +93,7 @@ def test_corrupted_golden_is_a_clear_error(recorded, capsys):
     assert "corrupted" in capsys.readouterr().err
     path.write_text(path.read_text()[:100])
     assert main(["golden", "check", engine, *common]) == 2
-    assert "not standard UTF-8 JSON" in capsys.readouterr().err
+    assert "is corrupted (not standard JSON" in capsys.readouterr().err
 
 
 def test_golden_from_another_card_is_refused(recorded, tmp_path, capsys):

@@ -1,7 +1,7 @@
-"""pkgs/bitexact/default.nix agrees with pyproject.toml (name, version, entry point, optional
-dependencies). nixpkgs is unreachable here, so the function is evaluated with stand-ins for `lib` and
-`python3Packages` that record what it passes on; the real build runs where nixpkgs is (the flake's
-packages.bitexact)."""
+"""pkgs/bitexact/default.nix agrees with pyproject.toml (name, version, entry point, dependencies: the
+shared file reader pkgs/formats, built from its own default.nix, and the optional ones). nixpkgs is
+unreachable here, so the function is evaluated with stand-ins for `lib` and `python3Packages` that
+record what it passes on; the real build runs where nixpkgs is (the flake's packages.bitexact)."""
 
 from __future__ import annotations
 
@@ -21,11 +21,15 @@ let
   lib = {
     fileset = { toSource = a: { root = toString a.root; files = map toString a.fileset; }; unions = l: l; };
     optionals = c: l: if c then l else [ ];
+    importTOML = p: builtins.fromTOML (builtins.readFile p);
     licenses.asl20 = "asl20";
   };
   python3Packages = {
     buildPythonApplication = a: removeAttrs a [ "installCheckPhase" ];
     setuptools = "setuptools"; torch = "torch"; transformers = "transformers";
+    # the real pkgs/formats/default.nix, built by a recorder: its pname and version
+    callPackage = path: args: let d = import path ({ inherit lib; setuptools = "setuptools";
+      buildPythonPackage = a: a; } // args); in "${d.pname}==${d.version}";
   };
   f = import PACKAGE;
 in {
@@ -52,7 +56,9 @@ def test_package_nix_matches_pyproject():
     plain = got["plain"]
     assert (plain["pname"], plain["version"]) == (project["name"], project["version"])
     assert plain["meta"]["mainProgram"] in project["scripts"]
-    assert plain["dependencies"] == [] == project["dependencies"]
-    assert got["hf"]["dependencies"] == ["torch", "transformers"]
+    formats = tomllib.loads((PACKAGE.parent / "formats" / "pyproject.toml").read_text())["project"]
+    assert project["dependencies"] == [formats["name"]]
+    assert plain["dependencies"] == [f"{formats['name']}=={formats['version']}"]
+    assert got["hf"]["dependencies"] == [*plain["dependencies"], "torch", "transformers"]
     assert {d.split(">")[0] for d in project["optional-dependencies"]["hf"]} == {"torch", "transformers"}
     assert sorted(Path(p).name for p in plain["src"]["files"]) == ["pyproject.toml", "src"]

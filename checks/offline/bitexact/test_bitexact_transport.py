@@ -100,7 +100,7 @@ def test_a_hung_server_is_reported_while_waiting_then_times_out(
         rc, _, err = run(capsys, parity_argv(a, f"hf:{models['target']}", prompt_file, tmp_path / "o"))
     assert rc == 2 and time.monotonic() - start < 30
     assert "no result for" in err and "still waiting" in err
-    assert "no answer within 2 s" in err and "stopped: 1/6 results kept" in err
+    assert "no complete answer within 2 s" in err and "stopped: 1/6 results kept" in err
 
 
 def _wait_for_results(folder: Path, pattern: str, count: int, proc, deadline_s: float = 120) -> Path:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import exactformats
+
 from bitexact import strictjson
 from bitexact.errors import GoldenError
 from bitexact.names import checked_name
@@ -72,12 +74,24 @@ def load(golden_dir: Path) -> list[Family]:
     if not path.exists():
         return []
     try:
-        data = strictjson.loads(path.read_bytes().decode("utf-8"))
-    except (strictjson.StrictJSONError, UnicodeDecodeError) as exc:
-        raise _fail(path, f"not standard UTF-8 JSON ({exc})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA or isinstance(data.get("schema"), bool):
-        got = data.get("schema") if isinstance(data, dict) else None
-        raise _fail(path, f"schema {got!r}; this bitexact reads schema {SCHEMA}")
+        text = exactformats.read_text(path, "golden families", "the families file (docs/cards.md)")
+    except exactformats.FormatError as exc:
+        raise GoldenError(str(exc)) from None
+    try:
+        data = strictjson.loads(text)
+    except strictjson.StrictJSONError as exc:
+        raise _fail(path, f"not standard JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise _fail(path, "not a JSON object")
+    problem = exactformats.schema_problem(
+        data.get("schema"),
+        (SCHEMA,),
+        f"golden families {path}",
+        reader="bitexact",
+        older="write it in the form docs/cards.md gives",
+    )
+    if problem is not None:
+        raise GoldenError(problem)
     families = []
     for at, raw in enumerate(data.get("families", [])):
         where = f"families[{at}]"
@@ -123,7 +137,8 @@ def resolve(golden_dir: Path, card: str, recipe: str, properties: dict[str, Any]
             raise GoldenError(
                 f"card {card} is a member of the family recorded on {family.golden} for {recipe}, but its "
                 "hardware cannot be read here to hold it to the family's (gpuhost, the card reader, is not "
-                "installed: pip install ./pkgs/server); check with --golden FILE to name the golden yourself"
+                "installed: pip install ./pkgs/formats ./pkgs/server); check with --golden FILE to name the "
+                "golden yourself"
             )
         differ = [
             f"{name} {properties.get(name)!r}, not the family's {want!r}"

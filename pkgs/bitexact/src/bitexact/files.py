@@ -17,6 +17,8 @@ import unicodedata
 from pathlib import Path
 from types import TracebackType
 
+import exactformats
+
 from bitexact.errors import UsageError
 
 LOCK_NAME = ".bitexact.lock"
@@ -97,7 +99,8 @@ def env_path(name: str) -> Path | None:
 
 def path_state(path: Path) -> str:
     """What is at `path`, in the words a message needs: "file", "directory", "missing", "a symbolic link
-    to X, which does not exist", "a symbolic link loop", or "another kind of file (a socket, a fifo)"."""
+    to X, which does not exist", "a symbolic link loop", or another kind in exactformats' words (a named
+    pipe, a device, a socket)."""
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
@@ -112,7 +115,7 @@ def path_state(path: Path) -> str:
         raise
     if stat.S_ISDIR(mode):
         return "directory"
-    return "file" if stat.S_ISREG(mode) else "another kind of file (a socket, a fifo or a device)"
+    return "file" if stat.S_ISREG(mode) else exactformats.special_kind(mode) or "not a regular file"
 
 
 def blocked_folder(path: Path) -> str | None:
@@ -130,32 +133,13 @@ def blocked_folder(path: Path) -> str | None:
 
 
 def read_text(path: Path, option: str, expect: str) -> str:
-    """The UTF-8 text of `path`, named by `option` in every error; `expect` says what belongs there."""
-    state = path_state(path)
-    if state == "directory":
-        raise UsageError(f"{option} {shown(path)} is a directory; give {expect}")
-    if state == "missing":
-        hint = (
-            " (the name holds a control character: was it copied with a line end?)"
-            if shown(path) != str(path)
-            else ""
-        )
-        raise UsageError(f"{option} {shown(path)}: no such file{hint}; give {expect}")
-    if state != "file":
-        raise UsageError(f"{option} {shown(path)} is {state}; give {expect}")
+    """The UTF-8 text of `path`, named by `option` in every error; `expect` says what belongs there. The
+    reader the launcher and pinlock share (exactformats): the kind of file is checked before it is opened
+    (a FIFO never blocks), and a leading byte-order mark is taken off."""
     try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise UsageError(f"{option} {shown(path)}: cannot read it: {describe_os_error(error)}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        bad = data[error.start : error.start + 1]
-        raise UsageError(
-            f"{option} {shown(path)}: not UTF-8 text (byte {error.start}, line {line}: {bad!r}); "
-            f"give {expect}, saved as UTF-8"
-        ) from None
+        return exactformats.read_text(path, option, expect)
+    except exactformats.FormatError as error:
+        raise UsageError(str(error)) from None
 
 
 def prepare_out(out: Path, option: str = "--out") -> Path:

@@ -9,6 +9,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import exactformats
+
 from bitexact import strictjson
 from bitexact.answers import problem
 from bitexact.argv import MAX_TOKENS, MAX_TOP_LOGPROBS
@@ -58,6 +60,44 @@ def record_digest(record: dict[str, Any]) -> str:
     never blames the server for a changed `max_new_tokens` or prompt."""
     body = {key: value for key, value in record.items() if key != "digest"}
     return _sha([dumps(body, sort_keys=True, separators=(",", ":")).encode()])
+
+
+def numbers_as_recorded(record: dict[str, Any], zero: float) -> dict[str, Any]:
+    """`record` with every logprob a float again, as bitexact writes them, an integer 0 made `zero` (0.0
+    or -0.0: a formatter writes -0.0 as -0, which reads back as the integer 0). A JSON formatter that
+    writes the float -3.0 as -3 changes no value; this is how a load tells such a reformat from an edit."""
+
+    def number(value: Any) -> Any:
+        if type(value) is not int:
+            return value
+        return zero if value == 0 else float(value)
+
+    def top(rows: Any) -> Any:
+        if not isinstance(rows, list):
+            return rows
+        return [
+            [[p[0], number(p[1])] if isinstance(p, list) and len(p) == 2 else p for p in row]
+            if isinstance(row, list)
+            else row
+            for row in rows
+        ]
+
+    entries = record.get("prompts")
+    if not isinstance(entries, list):
+        return record
+    fixed = [
+        {
+            **e,
+            "logprobs": [number(v) for v in e["logprobs"]]
+            if isinstance(e["logprobs"], list)
+            else e["logprobs"],
+            "top_logprobs": top(e["top_logprobs"]),
+        }
+        if isinstance(e, dict) and "logprobs" in e and "top_logprobs" in e
+        else e
+        for e in entries
+    ]
+    return {**record, "prompts": fixed}
 
 
 def build_record(
@@ -179,21 +219,29 @@ def load_golden(path: Path, *, card: str, recipe: str | None) -> Golden:
     if error is not None:
         raise error
     try:
-        record = strictjson.loads(path.read_bytes().decode("utf-8"))
-    except (strictjson.StrictJSONError, UnicodeDecodeError) as exc:
+        text = exactformats.read_text(path, "golden", "the golden record itself (<dir>/<card>/<recipe>.json)")
+    except exactformats.FormatError as exc:
+        raise GoldenError(str(exc)) from None
+    try:
+        record = strictjson.loads(text)
+    except strictjson.StrictJSONError as exc:
         raise GoldenError(
-            f"golden {path} is corrupted (not standard UTF-8 JSON: {exc}); "
-            f"re-record it with `{RECORD_COMMAND}`"
+            f"golden {path} is corrupted (not standard JSON: {exc}); restore it as it was recorded "
+            f"(`git checkout -- {path}` where it is committed), or re-record it with `{RECORD_COMMAND}`"
         ) from None
-    except OSError as exc:
-        raise GoldenError(f"golden {path}: cannot read it: {exc.strerror}") from None
     if not isinstance(record, dict) or record.get("kind") != KIND:
         raise GoldenError(f"golden {path} is not a bitexact golden record")
-    if record.get("schema") != SCHEMA or isinstance(record.get("schema"), bool):
-        raise GoldenError(
-            f"golden {path} has schema {record.get('schema')!r}; this bitexact reads schema {SCHEMA} "
-            f"(whose digest covers settings and prompts too): re-record it with `{RECORD_COMMAND}`"
+    try:
+        exactformats.check_schema(
+            record.get("schema"),
+            (SCHEMA,),
+            f"golden {path}",
+            reader="bitexact",
+            older=f"its digest covers less than schema {SCHEMA}'s, which covers settings and prompts too: "
+            f"re-record it with `{RECORD_COMMAND}`",
         )
+    except exactformats.FormatError as exc:
+        raise GoldenError(str(exc)) from None
     if record.get("card") != card:
         raise GoldenError(
             f"golden {path} was recorded on card {record.get('card')!r}, not {card!r}: logprobs are only "
@@ -209,13 +257,25 @@ def load_golden(path: Path, *, card: str, recipe: str | None) -> Golden:
             raise ValueError("it holds no prompts")
     except (KeyError, TypeError, ValueError, AttributeError, BitexactError) as exc:
         raise GoldenError(f"golden {path} is corrupted (missing or malformed field: {exc})") from None
+    recorded = record.get("digest")
+    if recorded != record_digest(record) and any(
+        recorded == record_digest(numbers_as_recorded(record, zero)) for zero in (0.0, -0.0)
+    ):
+        raise GoldenError(
+            f"golden {path} was reformatted after it was recorded: its values are equal when parsed, but "
+            "numbers are written differently (a logprob such as -3.0 written as -3, as JSON formatters do), "
+            "and its digests cover them as recorded; restore the file as it was recorded "
+            f"(`git checkout -- {path}` where it is committed): nothing needs recording again"
+        )
     for entry, gen in zip(entries, golden.generations, strict=True):
         if entry.get("digests") != digests(gen):
             raise GoldenError(
-                f"golden {path} is corrupted: the values of prompt {gen.prompt_id!r} "
-                "do not match their digests"
+                f"golden {path} is corrupted: the values of prompt {gen.prompt_id!r} do not match their "
+                "digests (a value was changed, or a tool rewrote a number without its exact form, such as "
+                f"-0.0 as 0); restore it as it was recorded (`git checkout -- {path}` where it is "
+                f"committed), or re-record it with `{RECORD_COMMAND}`"
             )
-    if record.get("digest") != record_digest(record):
+    if recorded != record_digest(record):
         raise GoldenError(
             f"golden {path} was edited after it was recorded: its digest covers the values, the prompts, "
             f"the settings and the metadata, and one of them changed; re-record it with `{RECORD_COMMAND}`"

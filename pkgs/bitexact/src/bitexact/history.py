@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from exactformats import schema_problem
+
 from bitexact import strictjson
 from bitexact.errors import UsageError
 from bitexact.files import append_line, blocked_folder, dumps, path_state, read_text
@@ -158,8 +160,17 @@ def _is(value: Any, *kinds: type) -> bool:
 def shape_problem(item: Any) -> str | None:
     """Why a line of the right kind is not of the shape the history page reads, in words; None when it
     is. A history is evidence, not a gate: such a line is skipped and named, never fatal."""
-    if not isinstance(item, dict) or item.get("kind") != KIND or item.get("schema") != SCHEMA:
+    if not isinstance(item, dict) or item.get("kind") != KIND:
         return "not a history line"
+    schema = schema_problem(
+        item.get("schema"),
+        (SCHEMA,),
+        "a history line",
+        reader="bitexact",
+        older="it is kept, and this bitexact cannot show it",
+    )
+    if schema is not None:
+        return schema
     for key, kinds in (("at", (str,)), ("card", (str,)), ("recipe", (str,)), ("variant", (str,)),
                        ("engine", (str,)), ("prompts", (int,)), ("equal", (int,)),
                        ("tokens_differ", (int,))):  # fmt: skip

@@ -20,12 +20,11 @@ How the cache is emptied:
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
 from bitexact.engines.spec import EngineSpec
+from bitexact.engines.transport import TransportFailure, exchange
 from bitexact.errors import EngineError
 from bitexact.generation import Generation
 
@@ -112,20 +111,19 @@ class CacheFlush:
 
     def _post(self, path: str) -> str | None:
         query = f"?timeout={FLUSH_WAIT_S}" if path == "/flush_cache" else ""
-        request = urllib.request.Request(server_root(self.spec) + path + query, data=b"", method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=FLUSH_WAIT_S + 30):
-                return None
-        except urllib.error.HTTPError as error:
-            body = error.read().decode("utf-8", errors="replace").strip()[:200]
-            reason = f"HTTP {error.code}" + (f" ({body})" if body else "")
-            if error.code in ABSENT and path in self.paths:
-                self.paths.remove(path)  # not there: asking again before every prompt would change nothing
-                self.absent.append(f"{path}: {reason}")
-                self.path = None if self.path == path else self.path
-            return reason
-        except OSError as error:  # refused, reset, timed out
-            return f"{type(error).__name__}: {error}"
+            answer = exchange(server_root(self.spec) + path + query, "POST", b"", {}, FLUSH_WAIT_S + 30)
+        except TransportFailure as failure:  # refused, reset, timed out, redirected, ...
+            return f"{failure}; {failure.hint}"
+        if answer.status < 300:
+            return None
+        body = answer.body.decode("utf-8", errors="replace").strip()[:200]
+        reason = f"HTTP {answer.status}" + (f" ({body})" if body else "")
+        if answer.status in ABSENT and path in self.paths:
+            self.paths.remove(path)  # not there: asking again before every prompt would change nothing
+            self.absent.append(f"{path}: {reason}")
+            self.path = None if self.path == path else self.path
+        return reason
 
     def to_json(self) -> dict[str, Any]:
         return {"endpoint": self.path, "flushed": self.flushed, "failed": self.failed, "errors": self.errors}

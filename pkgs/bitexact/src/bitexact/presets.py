@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from exactformats import schema_problem
+
 from bitexact import strictjson
 from bitexact.argv import MAX_IN_FLIGHT
 from bitexact.errors import UsageError
@@ -59,14 +61,19 @@ def load_recipe(path: str | None) -> dict[str, Any]:
         recipe = strictjson.loads(text)
     except strictjson.StrictJSONError as exc:
         raise UsageError(f"--recipe {p}: {exc}") from None
-    if not isinstance(recipe, dict) or not isinstance(recipe.get("variants"), dict) or "name" not in recipe:
+    if not isinstance(recipe, dict):
+        raise UsageError(f"--recipe {p}: not a JSON object; is this a recipe file?")
+    problem = schema_problem(
+        recipe.get("schema"),
+        RECIPE_SCHEMAS,
+        f"--recipe {p}",
+        reader="bitexact",
+        older="use the bitexact of the flake the recipe came with",
+    )
+    if problem is not None:
+        raise UsageError(problem)
+    if not isinstance(recipe.get("variants"), dict) or "name" not in recipe:
         raise UsageError(f"--recipe {p}: no 'name' or 'variants'; is this a recipe file?")
-    schema = recipe.get("schema")
-    if isinstance(schema, bool) or schema not in RECIPE_SCHEMAS:
-        raise UsageError(
-            f"--recipe {p}: schema {schema!r} is not one this bitexact reads "
-            f"({list(RECIPE_SCHEMAS)}); use a bitexact as new as the recipe"
-        )
     checked_name(recipe["name"], f"--recipe {p}: the recipe's name")
     for name, variant in recipe["variants"].items():
         _check_variant(p, name, variant)

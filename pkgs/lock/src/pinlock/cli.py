@@ -19,18 +19,20 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import exactformats
+
 from pinlock import commands, hf, snapshot
 from pinlock.hf import ManifestError
 from pinlock.nar import nar_sha256, nix32, sri
 from pinlock.net import NetError
-from pinlock.pins import PinError, UsageError, find_root, folder_problem, is_sri
+from pinlock.pins import PinError, UsageError, find_root, folder_problem, is_sri, write_problem
 from pinlock.unpack import UnpackError
 
 FAILURES = (PinError, NetError, ManifestError, UnpackError, ValueError, OSError)
 
 
 def _default_cache() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = str(exactformats.cache_home(os.environ))
     return Path(base) / "bitexact" / "pinlock"
 
 
@@ -198,7 +200,7 @@ def _run_steps(steps: list[tuple[str, Callable[[], None]]]) -> int:
         try:
             step()
         except FAILURES as error:
-            print(f"pinlock: error: {name}: {error}", file=sys.stderr)
+            print(f"pinlock: error: {name}: {_described(error)}", file=sys.stderr)
             failed.append(name)
             usage = usage or isinstance(error, UsageError)
     if failed:
@@ -208,6 +210,14 @@ def _run_steps(steps: list[tuple[str, Callable[[], None]]]) -> int:
         )
         return 2 if usage else 1
     return 0
+
+
+def _described(error: BaseException) -> str:
+    """An error as a step's line says it: an OSError that got this far names its file and, for a fault a
+    user can fix (a full disk), how; the others say themselves."""
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return write_problem(error, Path(os.fsdecode(error.filename)))
+    return str(error)
 
 
 def _visible(text: str) -> str:

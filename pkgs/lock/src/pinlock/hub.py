@@ -32,7 +32,7 @@ from huggingface_hub.utils import (
 )
 
 from pinlock.hf import HEX64, ManifestError, check_path, content_ids, manifest
-from pinlock.net import ATTEMPTS, RETRY_STATUS, backoff
+from pinlock.net import ATTEMPTS, RETRY_STATUS, backoff, unreachable
 from pinlock.pins import PinError
 
 T = TypeVar("T")
@@ -159,7 +159,17 @@ def _lfs_sha256(item: RepoFile) -> str | None:
 
 def manifest_from_hub(repo: str, revision: str, cache_dir: Path) -> dict[str, Any]:
     """The manifest of repo@revision: LFS files from the tree, the others downloaded into `cache_dir`
-    (a hub cache, so a rerun reuses them) and checked against the tree before they are hashed."""
+    (a hub cache, so a rerun reuses them) and checked against the tree before they are hashed. Offline,
+    it says so within seconds (one look at the Hub first), not after every retry of every request."""
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in ("1", "true", "yes", "on"):
+        away = unreachable(
+            endpoint() or "https://huggingface.co",
+            "the Hub",
+            "Run where the Hub is reachable, or pin from a local hub cache: "
+            f"pinlock weights {repo}@{revision} --snapshot ~/.cache/huggingface/hub",
+        )
+        if away is not None:
+            raise PinError(f"{repo}@{revision}: {away}")
     try:
         files = tree(repo, revision)
     except Exception as error:  # huggingface_hub's and its HTTP client's, said in one line

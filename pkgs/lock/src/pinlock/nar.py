@@ -27,10 +27,10 @@ def _str(data: bytes) -> bytes:
     return len(data).to_bytes(8, "little") + data + _pad(len(data))
 
 
-def _file_contents(path: Path, size: int) -> Iterator[bytes]:
+def _file_contents(fd: int, path: Path, size: int) -> Iterator[bytes]:
     yield size.to_bytes(8, "little")
     written = 0
-    with path.open("rb") as handle:
+    with os.fdopen(fd, "rb") as handle:
         while chunk := handle.read(_CHUNK):
             written += len(chunk)
             yield chunk
@@ -39,26 +39,67 @@ def _file_contents(path: Path, size: int) -> Iterator[bytes]:
     yield _pad(size)
 
 
-def _node(path: Path) -> Iterator[bytes]:
-    info = path.lstat()
+def _leaf(folder: int | None, name: bytes, path: Path, info: os.stat_result) -> Iterator[bytes]:
+    """A node that holds no other (a symlink or a regular file), whole, with its closing parenthesis;
+    `name` is opened relative to the descriptor `folder` (None: `name` is a path)."""
     yield _str(b"(")
     if stat.S_ISLNK(info.st_mode):
-        yield _str(b"type") + _str(b"symlink") + _str(b"target") + _str(os.fsencode(os.readlink(path)))
+        target = os.readlink(name, dir_fd=folder)
+        yield _str(b"type") + _str(b"symlink") + _str(b"target") + _str(os.fsencode(target))
     elif stat.S_ISREG(info.st_mode):
         yield _str(b"type") + _str(b"regular")
         if info.st_mode & stat.S_IXUSR:
             yield _str(b"executable") + _str(b"")
         yield _str(b"contents")
-        yield from _file_contents(path, info.st_size)
-    elif stat.S_ISDIR(info.st_mode):
-        yield _str(b"type") + _str(b"directory")
-        for name in sorted(os.listdir(os.fsencode(path))):
-            yield _str(b"entry") + _str(b"(") + _str(b"name") + _str(name) + _str(b"node")
-            yield from _node(path / os.fsdecode(name))
-            yield _str(b")")
+        yield from _file_contents(
+            os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=folder), path, info.st_size
+        )
     else:
         raise ValueError(f"{path}: a NAR holds only files, directories and symlinks")
     yield _str(b")")
+
+
+def _open_folder(folder: int | None, name: bytes) -> tuple[int, list[bytes]]:
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
+    return fd, sorted(os.fsencode(name) for name in os.listdir(fd))  # by bytes, as Nix sorts
+
+
+def _node(path: Path) -> Iterator[bytes]:
+    """The NAR of `path`, walked with a stack of open directories rather than by recursion, each entry
+    opened relative to its folder's descriptor: a tree of any depth is hashed (a recursive walk stops with
+    RecursionError about a thousand folders down; full paths past PATH_MAX cannot even be stat'ed)."""
+    info = path.lstat()
+    top = os.fsencode(path)
+    if not stat.S_ISDIR(info.st_mode):
+        yield from _leaf(None, top, path, info)
+        return
+    yield _str(b"(") + _str(b"type") + _str(b"directory")
+    fd, names = _open_folder(None, top)
+    stack: list[tuple[int, Path, Iterator[bytes]]] = [(fd, path, iter(names))]
+    try:
+        while stack:
+            fd, folder, entries = stack[-1]
+            name = next(entries, None)
+            if name is None:
+                os.close(fd)
+                stack.pop()
+                yield _str(b")")  # the directory's node
+                if stack:
+                    yield _str(b")")  # the entry that held it
+                continue
+            child = folder / os.fsdecode(name)
+            yield _str(b"entry") + _str(b"(") + _str(b"name") + _str(name) + _str(b"node")
+            info = os.lstat(name, dir_fd=fd)
+            if stat.S_ISDIR(info.st_mode):
+                yield _str(b"(") + _str(b"type") + _str(b"directory")
+                child_fd, child_names = _open_folder(fd, name)
+                stack.append((child_fd, child, iter(child_names)))
+            else:
+                yield from _leaf(fd, name, child, info)
+                yield _str(b")")
+    finally:
+        for fd, _, _ in stack:
+            os.close(fd)
 
 
 def nar_stream(path: Path) -> Iterator[bytes]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import socket
 import sys
 import time
 import urllib.error
@@ -12,6 +13,9 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from pinlock.pins import write_problem
 
 USER_AGENT = "pinlock/0.1 (bitexact-sglang lock tool)"
 T = TypeVar("T")
@@ -19,6 +23,32 @@ T = TypeVar("T")
 
 class NetError(RuntimeError):
     """A request failed; the message names the URL and what to do."""
+
+
+REACH_S = 5.0  # seconds for one look at whether a host answers at all
+
+
+def unreachable(url: str, what: str, fix: str) -> NetError | None:
+    """A NetError saying `what` at `url` cannot be reached from here (no route, no name, no answer within
+    REACH_S), or None when a TCP connection opens. One look before work that would otherwise wait out
+    every retry of a client that cannot know the machine is offline. Through the proxy the environment
+    names for the URL's scheme, where one is set (a proxy is then all that must answer)."""
+    parts = urlsplit(url)
+    proxy = urllib.request.getproxies().get(parts.scheme or "https")
+    if proxy and not urllib.request.proxy_bypass(parts.hostname or ""):
+        parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((host, port), timeout=REACH_S):
+            return None
+    except socket.gaierror as error:
+        reason = f"the name {host} does not resolve ({error.strerror or error})"
+    except TimeoutError:
+        reason = f"{host}:{port} did not answer within {REACH_S:.0f} s"
+    except OSError as error:
+        reason = f"{host}:{port}: {error.strerror or error}"
+    return NetError(f"{what} at {url} cannot be reached from here: {reason}; is this machine online? {fix}")
 
 
 def _size(count: int) -> str:
@@ -146,17 +176,22 @@ def _fetch_part(url: str, part: Path, label: str) -> None:
         length = response.headers.get("Content-Length")
         total = have + int(length) if length and length.isdigit() else None
         progress = Progress(label, total)
-        with part.open("ab" if resumed else "wb") as out:
-            done = have
-            try:
+        done = have
+        try:
+            with part.open("ab" if resumed else "wb") as out:
                 while chunk := response.read(1 << 20):
                     out.write(chunk)
                     done += len(chunk)
                     progress(done)
-            except (ConnectionError, TimeoutError, http.client.HTTPException) as error:
-                raise TransientError(
-                    f"download {url}: cut after {done} bytes ({type(error).__name__}), {done} kept in {part}"
-                ) from None
+        except (ConnectionError, TimeoutError, http.client.HTTPException) as error:
+            raise TransientError(
+                f"download {url}: cut after {done} bytes ({type(error).__name__}), {done} kept in {part}"
+            ) from None
+        except OSError as error:  # the disk, not the network: a retry would meet it again
+            kept = (
+                f"the {done} bytes written are kept there, and a rerun resumes; or give --cache-dir elsewhere"
+            )
+            raise NetError(f"download {url}: {write_problem(error, part, kept)}") from None
         progress(done, final=True)
     if total is not None and done != total:
         raise TransientError(f"download {url}: got {done} of {total} bytes, kept in {part}")

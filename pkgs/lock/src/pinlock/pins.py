@@ -3,12 +3,15 @@ leaves half a file; finished pins survive a failure later in the same run)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import tempfile
 from pathlib import Path
 from typing import Any
+
+import exactformats
 
 SRC_PIN = Path("nix/pins/sglang-src.json")
 CARGO_PIN = Path("nix/pins/sglang-cargo.json")
@@ -104,41 +107,63 @@ def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def read_json(path: Path) -> Any | None:
+def read_json(
+    path: Path, what: str = "file", expect: str = "a JSON file (or delete what is there and run again)"
+) -> Any | None:
     """The parsed file, or None when it does not exist. Read strictly (RFC 8259): a key given twice in one
     object, which Python's json would resolve silently by keeping the last, is refused, and so are NaN and
-    Infinity. (pinlock runs on nixpkgs' Python, apart from the launcher, so it has its own reader.)"""
+    Infinity. The file is read by the reader bitexact and the launcher share (exactformats): a FIFO or a
+    device is refused before it is opened, a byte-order mark is taken off."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except IsADirectoryError:
-        raise UsageError(f"{path} is a directory, where a JSON file belongs") from None
-    except OSError as error:
-        raise PinError(f"{path}: cannot be read ({error.strerror or error})") from None
+        text = exactformats.read_text(path, what, expect)
+    except exactformats.FormatError as error:
+        if error.kind == "missing" and not path.is_symlink():
+            return None
+        if error.kind in ("directory", "special"):
+            raise UsageError(str(error)) from None
+        raise PinError(str(error)) from None
     try:
-        return json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_not_json)
-    except UnicodeDecodeError as error:
-        raise PinError(
-            f"{path}: not UTF-8 text (byte {error.start}: {data[error.start : error.start + 1]!r}); "
-            "save it as UTF-8, or delete it and run again"
-        ) from None
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_not_json)
     except RecursionError:
-        raise PinError(f"{path}: not readable JSON (nested too deeply); fix or delete it") from None
+        raise PinError(f"{what} {path}: not readable JSON (nested too deeply); fix or delete it") from None
     except ValueError as error:  # json.JSONDecodeError, a repeated key, NaN
-        raise PinError(f"{path}: not valid JSON ({error}); fix or delete it and run again") from None
+        raise PinError(f"{what} {path}: not valid JSON ({error}); fix or delete it and run again") from None
+
+
+def write_problem(error: OSError, path: Path, kept: str = "") -> str:
+    """What a failed write says: the path, the system's reason and, for a fault a user can fix, how."""
+    hints = {
+        errno.ENOSPC: "the file system is full: free space on it",
+        errno.EDQUOT: "the disk quota is used up: free space",
+        errno.EROFS: "the file system is read-only",
+        errno.EACCES: "no permission to write there",
+        errno.EPERM: "no permission to write there",
+        errno.EFBIG: "the file is larger than this process may write (ulimit -f)",
+    }
+    hint = hints.get(error.errno or 0)
+    reason = error.strerror or str(error)
+    return f"cannot write {path}: {reason}" + (f" ({hint})" if hint else "") + (f"; {kept}" if kept else "")
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write `data` as indented JSON with a final newline, atomically (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Write `data` as indented JSON with a final newline, atomically (temp file + rename): a failure (a
+    full disk) leaves the old file and no temporary one, and says which file it was (PinError)."""
+    temp: str | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         with os.fdopen(handle, "w") as out:
             json.dump(data, out, indent=2)
             out.write("\n")
+            out.flush()
+            os.fsync(out.fileno())
         os.chmod(temp, 0o644)
         os.replace(temp, path)
+    except OSError as error:
+        if temp is not None:
+            Path(temp).unlink(missing_ok=True)
+        raise PinError(write_problem(error, path, "the file as it was is kept")) from None
     except BaseException:
-        Path(temp).unlink(missing_ok=True)
+        if temp is not None:
+            Path(temp).unlink(missing_ok=True)
         raise

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import exactformats
+
 from pinlock import hf
 from pinlock.pins import RECIPE_SCHEMAS, RECIPES, PinError, UsageError, read_json
 
@@ -72,12 +74,15 @@ def _formed(check: Any, text: str, dotted: str, where: Path) -> str:
 def parse(data: Any, where: Path) -> RecipePins:
     if not isinstance(data, dict):
         raise UsageError(f"recipe {where} is not a JSON object; is this a recipe file?")
-    schema = data.get("schema")
-    if type(schema) is not int or schema not in RECIPE_SCHEMAS:  # true and 1.0 equal 1 in Python
-        raise UsageError(
-            f"recipe {where}: schema {schema!r} is not one pinlock reads "
-            f"({list(RECIPE_SCHEMAS)}); use the pinlock of the flake the recipe came with"
-        )
+    problem = exactformats.schema_problem(
+        data.get("schema"),
+        RECIPE_SCHEMAS,
+        f"recipe {where}",
+        reader="pinlock",
+        older="use the pinlock of the flake the recipe came with",
+    )
+    if problem is not None:
+        raise UsageError(problem)
     repo = _formed(hf.check_source_repo, _field(data, "engine.repo", str, where), "engine.repo", where)
     rev = _formed(hf.check_revision, _field(data, "engine.rev", str, where), "engine.rev", where)
     owner, name = repo.split("/")
@@ -97,9 +102,9 @@ def parse(data: Any, where: Path) -> RecipePins:
 def read(path: Path) -> RecipePins:
     """The recipe at `path`; UsageError naming the file and the field for anything unusable."""
     try:
-        data = read_json(path)
+        data = read_json(path, "recipe", "the recipe file (nix/recipes/<name>.json)")
     except PinError as error:
-        raise UsageError(f"recipe {error}") from None
+        raise UsageError(str(error)) from None
     if data is None:
         raise UsageError(f"recipe {path} is missing: pass --recipe PATH or run in the flake's checkout")
     return parse(data, path)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -103,6 +104,18 @@ def locate(path: Path, repo: str, revision: str | None) -> Located:
     if target is None or target.repo_type != "model":
         _refuse_padded_refs(cache / folder_name(repo))
         corrupt = [w for w in info.warnings if folder_name(repo) in str(w)]
+        gone = _dangling(cache / folder_name(repo))
+        if gone:
+            listed = "\n  ".join(
+                f"{rev[:12]}/{rel} links to {blob}, which is gone: fetch it again with "
+                f"`hf download {repo} {rel} --revision {rev}`"
+                for rev, rel, blob in gone
+            )
+            raise PinError(
+                f"{repo} in {cache}: {len(gone)} file(s) of its snapshots link to blobs that are no longer "
+                "there (deleted, or the cache was copied without its blobs/ folder), nothing pinned:\n  "
+                + listed
+            )
         if corrupt:
             raise PinError(f"{repo} in {cache}: huggingface_hub finds the cache corrupted: {corrupt[0]}")
         held = sorted(r.repo_id for r in info.repos) or ["nothing"]
@@ -110,6 +123,22 @@ def locate(path: Path, repo: str, revision: str | None) -> Located:
             f"the hub cache {cache} holds no {repo} (it holds {', '.join(held)}): {_fix(repo, revision)}"
         )
     return Located(cache, _revision(path, target, path_revision, revision))
+
+
+def _dangling(folder: Path) -> list[tuple[str, str, str]]:
+    """(revision, file, blob) for each snapshot file of a repo folder whose link leads to no file."""
+    out = []
+    snapshots = folder / "snapshots"
+    if not snapshots.is_dir():
+        return out
+    for rev in sorted(os.listdir(snapshots)):
+        for here, _, names in os.walk(snapshots / rev):  # os.walk iterates: no depth limit
+            for name in sorted(names):
+                path = Path(here) / name
+                if path.is_symlink() and not path.exists():
+                    rel = path.relative_to(snapshots / rev).as_posix()
+                    out.append((rev, rel, os.path.normpath(os.path.join(here, os.readlink(path)))))
+    return out
 
 
 def _refuse_padded_refs(folder: Path) -> None:

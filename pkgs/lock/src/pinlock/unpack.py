@@ -10,6 +10,8 @@ import shutil
 import tarfile
 from pathlib import Path
 
+from pinlock.pins import write_problem
+
 
 class UnpackError(ValueError):
     """The archive cannot be unpacked safely or does not have the expected shape."""
@@ -55,8 +57,11 @@ def unpack_tarball(archive: Path, dest: Path) -> Path:
                 extracted = tar.extractfile(member)
                 if extracted is None:
                     raise UnpackError(f"cannot read {member.name!r} from {archive}")
-                with extracted, target.open("wb") as out:
-                    shutil.copyfileobj(extracted, out, 1 << 20)
+                try:
+                    with extracted, target.open("wb") as out:
+                        shutil.copyfileobj(extracted, out, 1 << 20)
+                except OSError as error:
+                    raise UnpackError(f"unpacking {archive}: {write_problem(error, target)}") from None
                 target.chmod(0o755 if member.mode & 0o100 else 0o644)
                 files[rel] = target
             else:

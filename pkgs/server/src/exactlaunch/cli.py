@@ -14,10 +14,10 @@ from pathlib import Path
 
 from gpuhost.driver import OVERRIDE_VAR, DriverLibs, DriverNotFound, driver_environment, find_driver
 
-from exactlaunch import fleet, values
+from exactlaunch import capacity, fleet, values
 from exactlaunch.buildinfo import build_info
 from exactlaunch.crash import one_line
-from exactlaunch.environment import DEEP_GEMM_VAR, RECIPE_VAR, LaunchEnv, build_env
+from exactlaunch.environment import DEEP_GEMM_VAR, RECIPE_VAR, EnvError, LaunchEnv, build_env, check_caller
 from exactlaunch.options import Once, given, strict_parser, typed
 from exactlaunch.preflight import installed_package_dir, preflight
 from exactlaunch.recipe import Recipe, RecipeError, load_recipe
@@ -160,6 +160,38 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _out(text: str) -> int:
+    """`text` and a line end on stdout, flushed: 0, or 2 with a message on stderr when it cannot be
+    written (stdout closed with `>&-`, a full disk, a reader that went away), never a silent 0."""
+    if sys.stdout is None:
+        return _fail("stdout is closed, so there is nowhere to print to; run it with stdout open (not >&-)")
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except OSError as error:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing more to say there, at exit either
+        os.close(devnull)
+        return _fail(f"cannot write to stdout: {error.strerror or error}; nothing was printed in full")
+    return 0
+
+
+def _fit(
+    recipe: Recipe, argv: Sequence[str], env: Mapping[str, str], replicas: Sequence[fleet.Process]
+) -> list[str]:
+    """Whether the replicas sharing a GPU fit it (exactlaunch.capacity): notes, or DoesNotFit."""
+    sharing: dict[str, int] = {}
+    for process in replicas:
+        gpu = fleet.replica_gpu(process.argv)
+        sharing[gpu] = sharing.get(gpu, 0) + 1
+    if max(sharing.values()) < 2:
+        return []
+    weights, why_weights = capacity.weights_bytes(recipe.data, argv, env)
+    memory, why_memory = capacity.card_memory(os.environ)
+    notes = capacity.check_fit(sharing, fleet.memory_fraction(argv), weights, memory)
+    return [f"{note} ({why_weights or why_memory})" for note in notes]
+
+
 @one_line(PROG)
 def main(args: Sequence[str] | None = None) -> int:
     argv_in = list(sys.argv[1:] if args is None else args)
@@ -179,12 +211,9 @@ def main(args: Sequence[str] | None = None) -> int:
     try:
         recipe = load_recipe(recipe_path)
         if options.list_variants:
-            for name, variant in sorted(recipe.variants.items()):
-                print(f"{name}\t{variant.description}")
-            return 0
+            return _out("\n".join(f"{name}\t{v.description}" for name, v in sorted(recipe.variants.items())))
         if options.build_info:
-            print(json.dumps(build_info(recipe.name, recipe.path, os.environ), indent=1))
-            return 0
+            return _out(json.dumps(build_info(recipe.name, recipe.path, os.environ), indent=1))
         alone = sorted(
             f"--{d.replace('_', '-')}" for d in given(options) & {"gpus", "router_policy", "log_dir"}
         )
@@ -193,9 +222,11 @@ def main(args: Sequence[str] | None = None) -> int:
             return _fail(f"{', '.join(alone)} only {verb} with --replicas N (a fleet behind SGLang's router)")
         if options.replicas and not options.port:
             return _fail("--replicas needs --port: the router listens there, replica i on --port + 1 + i")
+        env_notes = check_caller(os.environ)
         # With replicas the launch's port is each replica's, set by the fleet plan.
         serving = {"--host": options.host, "--port": None if options.replicas else options.port}
         launch = plan(recipe, options.variant, serving, dict(os.environ), sys.executable)
+        launch.env.notes[:0] = env_notes
         replicas: list[fleet.Process] = []
         if options.replicas:
             replicas, router = fleet.fleet_plan(
@@ -210,11 +241,12 @@ def main(args: Sequence[str] | None = None) -> int:
             )
             if options.log_dir is not None:
                 fleet.log_folder(options.log_dir)
+            launch.env.notes.extend(_fit(recipe, launch.argv, launch.env.full, replicas))
         # What a start makes: checked here, so that --print refuses what a start would fail on.
         cache = launch.env.decided.get("SGLANG_DG_CACHE_DIR")
         if cache:
             values.folder_to_make(Path(cache))
-    except (RecipeError, fleet.FleetError) as error:
+    except (RecipeError, fleet.FleetError, EnvError, capacity.DoesNotFit) as error:
         return _fail(str(error))
     except values.BadValue as error:
         return _fail(f"SGLANG_DG_CACHE_DIR (the DeepGEMM JIT cache): {error}; set XDG_CACHE_HOME to a folder")
@@ -241,8 +273,7 @@ def main(args: Sequence[str] | None = None) -> int:
         }
         if replicas:
             summary["fleet"] = json.loads(fleet.plan_json(replicas, router))
-        print(json.dumps(summary, indent=2))
-        return 0
+        return _out(json.dumps(summary, indent=2))
     if launch.exact:
         failures = preflight(recipe)
         if failures:

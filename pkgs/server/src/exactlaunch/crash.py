@@ -21,12 +21,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ParamSpec
 
+import exactformats
+
 P = ParamSpec("P")
 INTERRUPTED = 130
 
 
 def _crash_dirs() -> list[Path]:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = str(exactformats.cache_home(os.environ))
     return [Path(base) / "bitexact" / "crash", Path(tempfile.gettempdir())]
 
 

@@ -7,10 +7,12 @@ launcher keeps the caller's settings and says so on stderr.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import exactformats
 from gpuhost.driver import cache_home
 
 RECIPE_VAR = "BITEXACT_RECIPE"
@@ -24,6 +26,35 @@ DECIDED_VARS = frozenset(
     {"HF_HUB_OFFLINE", "HF_HUB_CACHE", "CUDA_HOME", "SGLANG_DG_CACHE_DIR"}
     | {"LD_LIBRARY_PATH", "TRITON_LIBCUDA_PATH"}
 )
+
+
+class EnvError(ValueError):
+    """A value the launcher reads from its environment that cannot be used; the message names it and the
+    fix."""
+
+
+def check_caller(caller: Mapping[str, str]) -> list[str]:
+    """The caller's environment values the launcher acts on, checked before anything is planned: notes for
+    stderr (an XDG_CACHE_HOME that is ignored), EnvError for one that cannot be used (a
+    BITEXACT_HF_HUB_CACHE that names no folder: the server, offline, would find no weights there)."""
+    notes = []
+    note = exactformats.cache_home_note(caller)
+    if note is not None:
+        notes.append(note)
+    value = caller.get(HF_CACHE_VAR)
+    if value and not os.path.isdir(value):
+        if os.path.islink(value):
+            state = f"a symbolic link to {os.readlink(value)}, which is no folder"
+        elif os.path.exists(value):
+            state = "a file"
+        else:
+            state = "nothing: no such folder"
+        raise EnvError(
+            f"${HF_CACHE_VAR}={value!r} names no folder (it is {state}): it names the hub cache the server "
+            f"loads the pinned weights from; build one (`nix build .#weights -o weights`, then export "
+            f"{HF_CACHE_VAR}=$PWD/weights) or unset it to use HF_HUB_CACHE"
+        )
+    return notes
 
 
 @dataclass
@@ -79,7 +110,7 @@ def build_env(
         )
     decide("HF_HUB_OFFLINE", "1")
     if caller.get(HF_CACHE_VAR):
-        decide("HF_HUB_CACHE", caller[HF_CACHE_VAR])
+        decide("HF_HUB_CACHE", os.path.abspath(caller[HF_CACHE_VAR]))  # the server may change folder
     elif caller.get("HF_HUB_CACHE"):
         out.notes.append(
             f"no baked weights ({HF_CACHE_VAR} unset): "

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+import exactformats
+
 from exactlaunch import strictjson, values
 from exactlaunch.crash import one_line
 from exactlaunch.recipe import RecipeError
@@ -76,6 +78,12 @@ def replica_argv(argv: Sequence[str], port: int, gpu: str, sharing: int, fractio
             ) from None
         out = _set(out, MEM_FLAG, share)
     return out
+
+
+def replica_gpu(argv: Sequence[str]) -> str:
+    """The GPU a replica's argv puts it on (its --base-gpu-id, 0 without one)."""
+    at = [i for i, item in enumerate(argv) if item == GPU_FLAG]
+    return argv[at[-1] + 1] if at and at[-1] + 1 < len(argv) else "0"
 
 
 def memory_fraction(argv: Sequence[str]) -> float | None:
@@ -289,10 +297,15 @@ def read_plan(path: Path) -> tuple[list[Process], Process]:
     """The replicas and the router of a plan `bitexact-server --replicas N --print` printed."""
     fix = "`bitexact-server --replicas N --print` writes one"
     try:
-        printed = strictjson.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, strictjson.JsonProblem) as error:
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else error
-        raise FleetError(f"{path}: cannot read the plan ({reason}); {fix}") from None
+        printed = strictjson.loads(
+            exactformats.read_text(
+                path, "plan", "the plan that `bitexact-server --replicas N --print` writes"
+            )
+        )
+    except exactformats.FormatError as error:
+        raise FleetError(str(error)) from None
+    except strictjson.JsonProblem as error:
+        raise FleetError(f"{path}: cannot read the plan ({error}); {fix}") from None
     if not isinstance(printed, dict) or "fleet" not in printed:
         raise FleetError(f"{path}: no `fleet` in it: print it with `bitexact-server --replicas N --print`")
     part = printed["fleet"]

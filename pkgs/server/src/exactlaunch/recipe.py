@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import exactformats
+
 from exactlaunch import strictjson, values
 from exactlaunch.environment import DECIDED_VARS
 
@@ -194,12 +196,15 @@ def parse_recipe(data: Any, where: Path) -> Recipe:
     """Check the parsed JSON of a recipe and return what the launcher needs from it."""
     if not isinstance(data, Mapping):
         raise RecipeError(f"{where}: a recipe is a JSON object")
-    schema = data.get("schema")
-    if type(schema) is not int or schema not in RECIPE_SCHEMAS:  # true and 1.0 equal 1 in Python
-        raise RecipeError(
-            f"{where}: `schema` is {data.get('schema')!r}; this launcher reads schema "
-            f"{list(RECIPE_SCHEMAS)}: use the launcher of the flake the recipe came with"
-        )
+    problem = exactformats.schema_problem(
+        data.get("schema"),
+        RECIPE_SCHEMAS,
+        f"recipe {where}",
+        reader="bitexact-server",
+        older="use the launcher of the flake the recipe came with",
+    )
+    if problem is not None:
+        raise RecipeError(problem)
     _known(data, RECIPE_KEYS, "", where)
     _known(_require(data, "launch", Mapping, where), LAUNCH_KEYS, "launch.", where)
     argv = _strings(_require(data, "launch.argv", list, where), "launch.argv", where)
@@ -301,22 +306,12 @@ def _known(section: Mapping[str, Any], keys: frozenset[str], prefix: str, where:
 
 
 def load_recipe(path: Path) -> Recipe:
-    """Read and check a recipe file; every problem is a RecipeError naming the file."""
+    """Read and check a recipe file; every problem is a RecipeError naming the file. The reader is the one
+    bitexact and pinlock share (exactformats): a FIFO or a device is refused before it is opened."""
     try:
-        raw = path.read_bytes()
-    except IsADirectoryError:
-        raise RecipeError(
-            f"recipe {path} is a directory; give the recipe file (nix/recipes/<name>.json)"
-        ) from None
-    except OSError as error:
-        raise RecipeError(f"cannot read recipe {path}: {error.strerror or error}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise RecipeError(
-            f"{path}: not UTF-8 text (byte {error.start}: {raw[error.start : error.start + 1]!r}); "
-            "save the recipe as UTF-8"
-        ) from None
+        text = exactformats.read_text(path, "recipe", "the recipe file (nix/recipes/<name>.json)")
+    except exactformats.FormatError as error:
+        raise RecipeError(str(error)) from None
     try:
         data = strictjson.loads(text)
     except strictjson.JsonProblem as error:

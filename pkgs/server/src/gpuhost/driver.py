@@ -23,6 +23,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import exactformats
+
 OVERRIDE_VAR = "BITEXACT_DRIVER_LIB"
 LIBCUDA = "libcuda.so.1"
 LIBNVML = "libnvidia-ml.so.1"
@@ -210,10 +212,9 @@ def only_driver_files(directory: Path) -> bool:
 
 
 def cache_home(environ: Mapping[str, str]) -> Path:
-    """${XDG_CACHE_HOME:-~/.cache}."""
-    if environ.get("XDG_CACHE_HOME"):
-        return Path(environ["XDG_CACHE_HOME"])
-    return Path(environ.get("HOME") or os.path.expanduser("~")) / ".cache"
+    """${XDG_CACHE_HOME:-~/.cache}, a relative XDG_CACHE_HOME ignored as the XDG specification says
+    (exactformats.cache_home, which pinlock and the crash reports use too)."""
+    return exactformats.cache_home(environ)
 
 
 def link_directory(source: Path, names: list[str], environ: Mapping[str, str]) -> Path:

@@ -1,24 +1,17 @@
-"""A small HTTP client (standard library only) with timeouts sized to the work, retries and clear errors."""
+"""A small HTTP client (standard library only) with deadlines sized to the work, retries and errors that name
+what failed (engines/transport.py: one exchange, no redirect followed, no unasked encoding)."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 from bitexact import strictjson
+from bitexact.engines.transport import Exchange, TransportFailure
 from bitexact.errors import EngineError
-
-T = TypeVar("T")
-
-# What a retry can cure: the connection failed, broke off (a reset, a truncated body: IncompleteRead),
-# timed out, or the server answered 5xx. 4xx means the request itself is wrong; it is not retried.
-TRANSPORT_ERRORS = (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError, OSError)
 
 # The default per-request timeout: a floor for the round trip, plus prefill and decode at rates far
 # below any GPU server's (the recipe's card prefills 128k tokens at ~1900 tokens/s and decodes 20-110
@@ -54,14 +47,6 @@ class HttpStatusError(EngineError):
     """The server answered with an HTTP error status that is not retried (it is up, the request failed)."""
 
 
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, http.client.IncompleteRead):
-        return f"the answer was cut off after {len(exc.partial)} bytes (IncompleteRead)"
-    if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError):
-        return f"{type(exc.reason).__name__}: {exc.reason}"
-    return f"{type(exc).__name__}: {exc}"
-
-
 class HttpClient:
     """`timeout`: seconds per request as the user set it, or None to size each request to its work
     (`request_timeout`, with `inflight` requests sharing the server)."""
@@ -86,68 +71,69 @@ class HttpClient:
             return self.timeout
         return request_timeout(*work_of(payload), inflight=self.inflight)
 
-    def _request(self, path: str, payload: dict[str, Any] | None) -> urllib.request.Request:
+    def _exchange(self, path: str, payload: dict[str, Any] | None, wait_s: float) -> Exchange:
         data = None if payload is None else json.dumps(payload).encode()
         headers = {"Content-Type": "application/json"} if payload is not None else {}
-        return urllib.request.Request(self.base + path, data=data, headers=headers)
+        return Exchange(self.base + path, "GET" if data is None else "POST", data, headers, wait_s)
 
-    def _call(
-        self, path: str, payload: dict[str, Any] | None, read: Callable[[Any], T], timeout: float | None
-    ) -> T:
-        """Open and read the answer (`read` may keep the response open by returning it), retrying
-        transport failures, a body cut short included; other HTTP errors are final."""
+    def _retrying(self, path: str, payload: dict[str, Any] | None, timeout: float | None, body: bool) -> Any:
+        """The answer's JSON (`body`), or the open Exchange of a stream, retrying what a retry can cure (a
+        refused or reset connection, a cut-off answer, a timeout, 5xx); a redirect, an unasked encoding,
+        TLS against plain HTTP, 4xx and JSON that cannot be read one way are final. The last error says
+        what it was and its fix, never a guess."""
         wait_s = timeout if timeout is not None else self.timeout_for(payload)
-        last = ""
+        last, hint = "", ""
         for attempt in range(self.retries + 1):
             try:
-                response = urllib.request.urlopen(self._request(path, payload), timeout=wait_s)
+                ex = self._exchange(path, payload, wait_s).__enter__()
                 try:
-                    result = read(response)
-                except BaseException:
-                    response.close()
-                    raise
-                if result is not response:
-                    response.close()
-                return result
-            except urllib.error.HTTPError as exc:
-                try:
-                    body = exc.read().decode(errors="replace")[:800]
-                except TRANSPORT_ERRORS:
-                    body = "(body unreadable)"
-                if exc.code < 500:
-                    raise HttpStatusError(f"{self.base}{path} answered HTTP {exc.code}: {body}") from None
-                last = f"HTTP {exc.code}: {body}"
-            except TRANSPORT_ERRORS as exc:
-                last = _describe(exc)
-                if isinstance(exc, TimeoutError) or "timed out" in last:
-                    last += f" (no answer within {wait_s:.0f} s; set ?timeout=SECONDS to wait longer)"
-            except strictjson.UnreadableJSONError as exc:  # whole, and the same if asked again
-                raise EngineError(
-                    f"{self.base}{path} answered JSON that cannot be read one way: {exc}"
-                ) from None
-            except ValueError as exc:  # a body cut short without a Content-Length to tell, or garbage
-                last = f"the answer is not complete JSON ({exc})"
+                    if not body and 200 <= ex.status < 300:
+                        return ex  # the stream: the caller reads and closes it
+                    answer = ex.body()
+                finally:
+                    if body or not 200 <= ex.status < 300:
+                        ex.close()
+                if answer.status >= 400:
+                    text = answer.body.decode(errors="replace")[:800]
+                    if answer.status < 500:
+                        raise HttpStatusError(f"{self.base}{path} answered HTTP {answer.status}: {text}")
+                    last, hint = f"HTTP {answer.status}: {text}", "see the server's log"
+                elif not answer.body:
+                    last = f"answered HTTP {answer.status} with an empty body"
+                    hint = "the server (or something in front of it) answered nothing; see its log"
+                else:
+                    try:
+                        return strictjson.loads(answer.body, non_finite=True)
+                    except strictjson.UnreadableJSONError as exc:  # whole, and the same if asked again
+                        raise EngineError(
+                            f"{self.base}{path} answered JSON that cannot be read one way: {exc}"
+                        ) from None
+                    except ValueError as exc:  # cut short without a Content-Length to tell, or garbage
+                        last = f"the answer is not complete JSON ({exc})"
+                        hint = "the server sent a body that is not JSON; is this the engine's API?"
+            except TransportFailure as failure:
+                last, hint = str(failure), failure.hint
+                if not failure.retry:
+                    raise EngineError(f"{self.base}{path}: {failure}; {failure.hint}") from None
             if attempt < self.retries:
                 pause = self.backoff * (2**attempt)
                 print(f"bitexact: {self.base}{path} failed ({last}); retry in {pause:.0f}s", file=sys.stderr)
                 time.sleep(pause)
-        raise EngineError(
-            f"{self.base}{path} failed {self.retries + 1} times (last error: {last}); "
-            "is the server still running?"
-        )
+        raise EngineError(f"{self.base}{path} failed {self.retries + 1} times (last error: {last}); {hint}")
 
     def get_json(self, path: str, timeout: float | None = 30.0) -> Any:
-        return self._checked(path, self._call(path, None, _read_json, timeout))
+        return self._checked(path, self._retrying(path, None, timeout, body=True))
 
     def post_json(self, path: str, payload: dict[str, Any]) -> Any:
-        return self._checked(path, self._call(path, payload, _read_json, None))
+        return self._checked(path, self._retrying(path, payload, None, body=True))
 
     def post_stream(self, path: str, payload: dict[str, Any]) -> Iterator[Any]:
-        """Server-sent events: yields each `data:` JSON object until `[DONE]`. Only the connection is
-        retried; a stream that breaks off is an EngineError (its timing would be wrong anyway)."""
-        response = self._call(path, payload, lambda r: r, None)
+        """Server-sent events: yields each `data:` JSON object until `[DONE]`. Only the opening is
+        retried; a stream that breaks off is an EngineError (its timing would be wrong anyway). The
+        request's deadline covers the whole stream."""
+        ex: Exchange = self._retrying(path, payload, None, body=False)
         try:
-            for raw in response:
+            for raw in ex.lines():
                 line = raw.decode("utf-8", errors="replace").strip()
                 if not line.startswith("data:"):
                     continue
@@ -161,10 +147,10 @@ class HttpClient:
                         f"{self.base}{path} streamed something that is not JSON: {data[:200]!r}"
                     ) from None
                 yield self._checked(path, chunk)
-        except TRANSPORT_ERRORS as exc:
-            raise EngineError(f"{self.base}{path}: stream broke off ({_describe(exc)})") from None
+        except TransportFailure as failure:
+            raise EngineError(f"{self.base}{path}: stream broke off ({failure}); {failure.hint}") from None
         finally:
-            response.close()
+            ex.close()
 
     def _checked(self, path: str, data: Any) -> Any:
         if isinstance(data, dict) and ("error" in data and len(data) <= 2 or data.get("object") == "error"):
@@ -172,7 +158,3 @@ class HttpClient:
                 f"{self.base}{path} answered an error: {data.get('error') or data.get('message')}"
             )
         return data
-
-
-def _read_json(response: Any) -> Any:
-    return strictjson.loads(response.read(), non_finite=True)

@@ -12,7 +12,6 @@ The answers come in several logprob dialects (openai_logprobs) and prove specula
 from __future__ import annotations
 
 import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +23,7 @@ from bitexact.engines.openai_logprobs import Vocab, no_vocab, parse_logprobs
 from bitexact.engines.openai_spec import Counters, spec_from_answer, spec_from_counters, vllm_counters
 from bitexact.engines.spec import EngineSpec
 from bitexact.engines.token_text import LazyVocabulary
+from bitexact.engines.transport import TransportFailure, exchange
 from bitexact.errors import EngineError
 from bitexact.generation import Generation
 from bitexact.prompts import Prompt
@@ -83,11 +83,12 @@ class OpenAIHttpEngine:
     def _counters(self) -> Counters | None:
         """vLLM's speculation counters, or None (no /metrics, or no speculation configured)."""
         try:
-            with urllib.request.urlopen(self._server_root() + "/metrics", timeout=30) as response:
-                text = response.read().decode("utf-8", errors="replace")
-        except OSError:  # URLError and HTTPError included
+            answer = exchange(self._server_root() + "/metrics", "GET", None, {}, 30)
+        except TransportFailure:
             return None
-        return vllm_counters(text)
+        if answer.status != 200:
+            return None
+        return vllm_counters(answer.body.decode("utf-8", errors="replace"))
 
     def _counters_after(self, before: Counters) -> Counters | None:
         """The counters once this request's steps are in: vLLM may record a step's statistics just
