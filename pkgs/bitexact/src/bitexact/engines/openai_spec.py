@@ -66,7 +66,8 @@ def spec_from_answer(response: Any, where: str) -> SpecStats | None:
     (engines/values.py): a count that is none is an engine error naming it, never proof."""
     if not isinstance(response, dict):
         return None
-    return _sglext(response, where) or _timings(response, where)
+    sglext, timings = _sglext(response, where), _timings(response, where)  # both read: neither unchecked
+    return sglext or timings
 
 
 @dataclass(frozen=True)
