@@ -1026,6 +1026,35 @@ def test_alternatives_beyond_those_asked_are_not_compared(scripted, api, extra, 
     assert code == 0 and "EQUAL" in out, err
 
 
+@pytest.fixture(scope="module")
+def tiny_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from bx_tiny_tokenizer import make_tokenizer
+
+    return make_tokenizer(tmp_path_factory.mktemp("tokenizer") / "tok")
+
+
+@fuzz(examples=60)
+@given(data=st.data())
+def test_a_token_id_the_given_tokenizer_has_no_entry_for_is_refused(scripted, tiny_tokenizer, data):
+    """With --tokenizer (a real transformers tokenizer of 384 ids), an answer whose chosen token is no
+    id of it is refused, naming the id and the tokenizer; answers of its ids alone come to a verdict."""
+    from bx_tiny_models import VOCAB
+
+    answers = data.draw(st.lists(whole_native(), min_size=1, max_size=2))
+    with scratch() as root:
+        (root / "p.jsonl").write_text(PROMPTS)
+        scripted.play(answers)
+        argv = ["parity", f"sglang+{scripted.url}", f"sglang+{scripted.url}", "--allow-same-engine"]
+        argv += ["--prompts", "p.jsonl", "--tokenizer", str(tiny_tokenizer), *SETTINGS, "--out", "o"]
+        code, _, err = cli(argv, root)
+    sound(code, err)
+    outside = any(t >= VOCAB for a in answers for t in a["output_ids"])
+    event(f"an id outside the tokenizer: {outside}")
+    assert code == (2 if outside else 0), err
+    if outside:
+        assert "is not in the vocabulary of --tokenizer (384 entries)" in err, err
+
+
 # --- command lines ----------------------------------------------------------------------------------
 
 OPTIONS = [
