@@ -25,9 +25,8 @@ from collections.abc import Collection
 from dataclasses import replace
 
 from bitexact.engines.base import Settings
-from bitexact.errors import EngineError
 from bitexact.generation import Generation
-from bitexact.prefixcache import cached_tokens, prompt_tokens
+from bitexact.prefixcache import prompt_tokens, reported_cached
 from bitexact.prompts import MAX_TOKEN_ID, Prompt
 
 # Finish reasons that mean the engine stopped on its own at a stop token or string: SGLang's and the
@@ -192,16 +191,16 @@ def misreported(
             "another prompt than the one sent; start the server with a context that holds the prompt, "
             "without --allow-auto-truncate"
         )
-    try:
-        cached = cached_tokens(gen)
-    except EngineError as error:
-        return str(error)
-    known = [n for n in (sent, counted) if n is not None]
-    bound = min(known) if known else None
-    if cached is not None and bound is not None and cached > bound:
+    cached = reported_cached(gen)
+    if cached is not None and (isinstance(cached, bool) or not isinstance(cached, int) or cached < 0):
         return (
-            f"the server says {cached} prompt tokens came from its cache, more than the prompt's {bound}: "
-            "a count of nothing it computed, so no pass can count on it"
+            f"the server reports {str(cached)[:40]!r} cached prompt tokens: not a count (a whole number >= 0)"
+        )
+    known = [n for n in (sent, counted) if n is not None]
+    if cached is not None and known and cached > min(known):
+        return (
+            f"the server says {cached} prompt tokens came from its cache, more than the prompt's "
+            f"{min(known)}: a count of nothing it computed, so no pass can count on it"
         )
     if vocabulary is not None:
         for position, token in enumerate(gen.token_ids):
