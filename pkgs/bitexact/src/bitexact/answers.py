@@ -144,7 +144,8 @@ def not_argmax(gen: Generation) -> list[dict[str, object]]:
             )
             if kind == "below" and best_key in ignored:
                 best_key, best = max(allowed, key=lambda entry: entry[1])
-        elif row[0][0] != token and row[0][1] == chosen:
+        elif not isinstance(row[0][0], str) and row[0][0] != token and row[0][1] == chosen:
+            # (an alternative named by its text may be the chosen token itself: no tie can be told)
             kind, best_key, best = "tie", row[0][0], row[0][1]
         else:
             continue

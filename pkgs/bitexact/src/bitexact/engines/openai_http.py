@@ -130,7 +130,13 @@ class OpenAIHttpEngine:
             choices = chunk.get("choices") or []
             if first is None and choices and (choices[0].get("text") or choices[0].get("token_ids")):
                 first = now
-            usage = chunk.get("usage") or usage
+            counts = chunk.get("usage")
+            if counts is not None and not isinstance(counts, dict):
+                raise EngineError(
+                    f"{self.client.base}/completions: a streamed usage is {str(counts)[:60]!r}, not an "
+                    "object of token counts"
+                )
+            usage = counts or usage
         end = time.perf_counter()
         if first is None:
             raise EngineError(f"{self.client.base}/completions: the stream carried no tokens")

@@ -182,7 +182,12 @@ class SGLangHttpEngine:
             now = time.perf_counter()
             if first is None and chunk.get("output_ids"):
                 first = now
-            last_meta = chunk.get("meta_info") or last_meta
+            meta = chunk.get("meta_info")
+            if meta is not None and not isinstance(meta, dict):
+                raise EngineError(
+                    f"{self.client.base}/generate: a streamed meta_info is {str(meta)[:60]!r}, not an object"
+                )
+            last_meta = meta or last_meta
         end = time.perf_counter()
         if first is None:
             raise EngineError(f"{self.client.base}/generate: the stream carried no tokens")
