@@ -39,7 +39,7 @@ from bitexact.engines.http import HttpClient
 from bitexact.engines.openai_identity import PROPS_KEYS
 from bitexact.engines.openai_spec import spec_from_answer
 from bitexact.engines.spec import EngineSpec
-from bitexact.engines.values import count, logprob, token_id
+from bitexact.engines.values import count, logprob, reason, token_id
 from bitexact.errors import EngineError
 from bitexact.generation import Generation, TopEntry
 from bitexact.prompts import Prompt
@@ -249,7 +249,7 @@ class LlamaCppHttpEngine:
             logprobs.append(logprob)
             tops.append(top[: settings.top_logprobs])
         # llama.cpp's `stop_type`: "limit" (n_predict reached), "eos", "word" (a stop string), "none"
-        meta: dict[str, Any] = {"finish_reason": answer.get("stop_type")}
+        meta: dict[str, Any] = {"finish_reason": reason(answer.get("stop_type"))}
         if self._end_ids():  # what ignore_eos kept from being chosen (answers.not_argmax)
             meta["ignored_ids"] = self._end_ids()
         if probed:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bitexact.engines.token_text import TextToIds
-from bitexact.engines.values import count, generated_count, logprob, token_id
+from bitexact.engines.values import count, generated_count, logprob, reason, token_id
 from bitexact.errors import EngineError
 from bitexact.generation import Generation, TopEntry
 from bitexact.prompts import Prompt
@@ -213,20 +213,26 @@ def check_count(response: dict[str, Any], n: int, where: str) -> None:
 
 
 def usage_counts(usage: Any, where: str) -> dict[str, Any] | None:
-    """The answer's `usage`, its counts read strictly (engines/values.py): prompt, generated and cached
-    prompt tokens (`prompt_tokens_details.cached_tokens`) are counts or absent. None where it has none."""
+    """The answer's `usage`, as its record keeps it: the counts of prompt, generated and cached prompt
+    tokens (`prompt_tokens_details.cached_tokens`), each read strictly (engines/values.py), and nothing
+    else of it (a field this reader does not know is never stored as it came). None where it has none."""
     if usage is None:
         return None
     if not isinstance(usage, dict):
         raise EngineError(f"{where}: usage is {str(usage)[:60]!r}, not an object of token counts")
+    kept: dict[str, Any] = {}
     for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-        count(usage.get(key), f"usage.{key}", where)
+        value = count(usage.get(key), f"usage.{key}", where)
+        if value is not None:
+            kept[key] = value
     details = usage.get("prompt_tokens_details")
     if details is not None and not isinstance(details, dict):
         raise EngineError(f"{where}: usage.prompt_tokens_details is {str(details)[:60]!r}, not an object")
     if isinstance(details, dict):
-        count(details.get("cached_tokens"), "usage.prompt_tokens_details.cached_tokens", where)
-    return usage
+        cached = count(details.get("cached_tokens"), "usage.prompt_tokens_details.cached_tokens", where)
+        if cached is not None:
+            kept["prompt_tokens_details"] = {"cached_tokens": cached}
+    return kept
 
 
 def parse_logprobs(prompt: Prompt, response: Any, where: str, vocab: Vocab = no_vocab) -> Generation:
@@ -254,7 +260,7 @@ def parse_logprobs(prompt: Prompt, response: Any, where: str, vocab: Vocab = no_
         logprobs=[p.logprob for p in positions],
         top_logprobs=[_top_row(p.top, vocab) for p in positions],
         meta={
-            "finish_reason": choice.get("finish_reason"),
+            "finish_reason": reason(choice.get("finish_reason")),
             "usage": usage,
             "dialect": dialect,
         },

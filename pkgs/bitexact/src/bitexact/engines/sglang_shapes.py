@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from bitexact.engines.base import Settings
-from bitexact.engines.values import count, generated_count, measure, pair, token_id
+from bitexact.engines.values import count, generated_count, measure, pair, reason, token_id
 from bitexact.errors import EngineError
 from bitexact.generation import Generation, SpecStats, TopEntry
 from bitexact.prompts import Prompt
@@ -108,7 +108,7 @@ def parse_generate_output(prompt: Prompt, out: Any, settings: Settings, where: s
         spec=spec_stats(meta, counted),
         latency_s=measure(meta.get("e2e_latency"), "meta_info.e2e_latency", counted),
         meta={
-            "finish_reason": finish.get("type") if isinstance(finish, dict) else finish,
+            "finish_reason": reason(finish.get("type") if isinstance(finish, dict) else finish),
             "prompt_tokens": count(meta.get("prompt_tokens"), "meta_info.prompt_tokens", counted),
             "completion_tokens": count(meta.get("completion_tokens"), "meta_info.completion_tokens", counted),
             # prompt tokens the radix cache supplied

@@ -77,3 +77,9 @@ def measure(value: Any, what: str, where: str) -> float | None:
             "answer cannot be taken as evidence of anything"
         )
     return float(value)
+
+
+def reason(value: Any) -> str | None:
+    """A finish reason as an answer's record keeps it: text, else none. A reason of another kind (a
+    number, NaN, a list) is no stop reason (answers.stopped), and is never stored as it came."""
+    return value if isinstance(value, str) else None
