@@ -28,6 +28,12 @@ keeps a hybrid model's recurrent state: reused only where a state was kept, in 1
 `radix-hybrid-64` (the same in the 64-token units the H200 run of 2026-12-02 measured: a prompt of 64
 tokens or fewer never hits), `radix-empty` (`radix`,
 answering 0 tokens), `radix-bad-count` (`radix`, reporting -1 cached prompt tokens: a count that is none).
+Self-reports and the fields beside the values: `spec-bool` (`spec_verify_ct: true`, a boolean where a
+count belongs), `latency-nan` (`e2e_latency` NaN), `truncated` (`prompt_tokens` one fewer than the ids
+sent, as SGLang's `--allow-auto-truncate` answers a prompt longer than its context), `cached-over` (more
+cached prompt tokens than the prompt holds), `longtop` (one alternative more than the top-k asked, below
+the others), `notargmax` (at position 1 an alternative above the chosen token: a chosen token that is
+not the reported argmax).
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ BEHAVIOURS = (
     "textid", "topnumber",
     "radix", "radix-drift", "radix-never-hits", "radix-no-flush", "radix-hybrid", "radix-hybrid-64",
     "radix-empty", "radix-bad-count",
+    "spec-bool", "latency-nan", "truncated", "cached-over", "longtop", "notargmax",
 )  # fmt: skip
 # behaviour -> FakeServer's prefix-cache options
 RADIX: dict[str, dict[str, object]] = {
@@ -143,6 +150,7 @@ class CannedSGLang(FakeServer):
             answer["meta_info"]["finish_reason"]["length"] += 1
         if behaviour == "radix-bad-count":
             answer["meta_info"]["cached_tokens"] = -1
+        _self_reports(behaviour, body, answer["meta_info"])
         return answer
 
     def completion(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -159,6 +167,29 @@ class CannedSGLang(FakeServer):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+
+def _self_reports(behaviour: str, body: dict[str, Any], meta: dict[str, Any]) -> None:
+    """The behaviours that change what an answer says beside its values (or its top-k rows)."""
+    sent = len(body.get("input_ids") or [])
+    rows = meta.get("output_top_logprobs") or []
+    if behaviour == "spec-bool":
+        meta["spec_verify_ct"] = True
+    if behaviour == "latency-nan":
+        meta["e2e_latency"] = float("nan")
+    if behaviour == "truncated":
+        meta["prompt_tokens"] = sent - 1
+    if behaviour == "cached-over":
+        meta["prompt_tokens"], meta["cached_tokens"] = sent, sent + 5
+    if behaviour == "longtop":
+        for row in rows:
+            taken = {entry[1] for entry in row}
+            extra = next(t for t in range(1000) if t not in taken)
+            row.append([min(entry[0] for entry in row) - 1.0, extra, None])
+    if behaviour == "notargmax" and len(rows) > 1:
+        chosen = meta["output_token_logprobs"][1]
+        other = next(entry for entry in rows[1] if entry[1] != chosen[1])
+        other[0] = chosen[0] / 2  # above the chosen token's logprob (both below 0)
 
 
 def main(argv: list[str] | None = None) -> int:

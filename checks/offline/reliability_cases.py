@@ -977,7 +977,7 @@ CASES: list[Case] = [
         "warm against a server that reports -1 cached prompt tokens",
         ("warm", "sglang+{url}", *common),
         2,
-        r"prompt 'p0#\w+': the server reports '-1' cached prompt tokens of its 3 prompt tokens: not a count",
+        r"/generate \('p0#\w+'\): meta_info\.cached_tokens is '-1', not a count \(a whole number >= 0\)",
         prompts,
         server="radix-bad-count",
     ),
@@ -3671,3 +3671,4 @@ CASES += __import__("reliability_cases_formats").CASES  # the shared file reader
 CASES += __import__("reliability_cases_http").CASES  # bitexact's HTTP exchange
 CASES += __import__("reliability_cases_launcher_env").CASES  # the launcher's environment values
 CASES += __import__("reliability_cases_lock_os").CASES  # pinlock and the operating system
+CASES += __import__("reliability_cases_answers").CASES  # answer fields, self-reports, resume keys

@@ -31,10 +31,16 @@ class Shape:
     seed: int
     logit_scale: float = 8.0  # peakier distributions than plain N(0, 0.02) weights give
     ascii_only: bool = True
+    twins: float = 0.0  # > 0: normal tokens in pairs of near twins (their output rows this far apart)
 
 
 TARGET = Shape(layers=2, embd=64, heads=4, kv_heads=2, ff=128, seed=1)
 DRAFT = Shape(layers=1, embd=32, heads=2, kv_heads=1, ff=64, seed=2)
+# A wider target with near-twin tokens: the two of a pair tie at the top of a distribution now and then
+# (llama.cpp's server lists the tie one way while its sampler chose the other), and its end-of-sequence
+# token, less held down at this width, is the argmax at some positions, where ignore_eos makes the server
+# choose another (answers.not_argmax).
+TWINS = Shape(layers=2, embd=256, heads=4, kv_heads=2, ff=512, seed=1, twins=1e-6)
 UNCONSTRAINED = Shape(layers=2, embd=64, heads=4, kv_heads=2, ff=128, seed=1, ascii_only=False)
 BYTE_OFFSET = 3  # ids of <0x00>..<0xFF> start here, after <unk>, <s>, </s>
 CONTEXT = 1024
@@ -106,6 +112,10 @@ def write_model(path: Path, shape: Shape, name: str) -> Path:
         embeddings[:, 0] = CONSTANT
         output[:, 0] = 0.0
         output[banned_ids(), 0] = BANNED_WEIGHT
+    if shape.twins:
+        normal = range(BYTE_OFFSET + 256 + 1, n_vocab - 1, 2)
+        for first in normal:
+            output[first + 1] = output[first] + weight(shape.embd, scale=shape.twins)
     writer.add_tensor("token_embd.weight", embeddings)
     for i in range(shape.layers):
         kv = shape.kv_heads * head_dim
@@ -129,10 +139,12 @@ def write_model(path: Path, shape: Shape, name: str) -> Path:
 
 
 def write_models(folder: Path) -> dict[str, Path]:
-    """The target and draft (ascii_only) and the unconstrained target, as GGUF files in `folder`."""
+    """The target and draft (ascii_only), the unconstrained target and the target with twins, as GGUF files
+    in `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
     return {
         "target": write_model(folder / "tiny-target.gguf", TARGET, "bitexact-tiny-target"),
         "draft": write_model(folder / "tiny-draft.gguf", DRAFT, "bitexact-tiny-draft"),
         "unconstrained": write_model(folder / "tiny-any.gguf", UNCONSTRAINED, "bitexact-tiny-any"),
+        "twins": write_model(folder / "tiny-twins.gguf", TWINS, "bitexact-tiny-twins"),
     }

@@ -468,6 +468,7 @@ def _finish(draw: st.DrawFn, n: int, toks: list[Any]) -> Any:
                 {"type": "abort", "message": "aborted"},
                 None,
                 "stop",
+                math.nan,  # a reason that is no text at all (written as the literal NaN)
             ]
         )
     )
@@ -515,6 +516,11 @@ def drawn_answer(draw: st.DrawFn) -> Any:
         meta["cached_tokens"] = draw(
             st.one_of(st.integers(-2, 6), st.booleans(), st.none(), st.text(max_size=2))
         )
+    if rare():  # the prompt's length as the server counts it: the one sent, fewer (a cut), or none
+        meta["prompt_tokens"] = draw(st.one_of(st.integers(0, 4), odd_field))
+    for key in SPEC_FIELDS + MEASURE_FIELDS:
+        if rare():
+            meta[key] = draw(st.one_of(st.integers(0, 6), st.floats(0, 4), odd_field))
     if rare():
         del meta[draw(st.sampled_from(sorted(meta)))]
     answer: dict[str, Any] = {"text": "", "output_ids": list(toks), "meta_info": meta}
@@ -523,6 +529,22 @@ def drawn_answer(draw: st.DrawFn) -> Any:
     if rare():
         del answer[draw(st.sampled_from(sorted(answer)))]
     return draw(twisted(answer, broken))
+
+
+# The other fields an answer carries that a verdict, a record or a report uses: counts (speculation's
+# verify steps and drafts, prompt and cached tokens) and measures (a latency, a mean accept length),
+# drawn well-formed or as a broken server sends them (a boolean, text, a negative, a fraction, NaN).
+odd_field = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 6),
+    st.floats(),
+    st.sampled_from([math.nan, math.inf, 0.5]),
+    st.text(max_size=3),
+    st.just([1]),
+)
+SPEC_FIELDS = ("spec_verify_ct", "spec_num_correct_drafts", "spec_num_proposed_drafts")
+MEASURE_FIELDS = ("spec_accept_length", "e2e_latency")
 
 
 odd_token_text = st.sampled_from(
@@ -564,7 +586,7 @@ def drawn_completion(draw: st.DrawFn) -> Any:
         tops = draw(st.sampled_from([None, tops[:1], [], tops + tops[:1]]))
     finish = "stop" if n < NEW and draw(st.booleans()) else "length"
     if rare():
-        finish = draw(st.sampled_from(["length", "stop", "abort", None, "", {"type": "stop"}]))
+        finish = draw(st.sampled_from(["length", "stop", "abort", None, "", {"type": "stop"}, math.nan]))
     choice: dict[str, Any] = {
         "index": 0,
         "text": "",
@@ -586,9 +608,13 @@ def drawn_completion(draw: st.DrawFn) -> Any:
     if rare():  # several choices where one was asked (n=1), or none
         second = {**choice, "index": 1}
         choices = draw(st.sampled_from([[choice, second], [second, choice], [choice, choice, second], []]))
-    usage = {"prompt_tokens": 3, "total_tokens": 3 + n, "completion_tokens": n}
+    usage: dict[str, Any] = {"prompt_tokens": 3, "total_tokens": 3 + n, "completion_tokens": n}
     if rare():
         usage["completion_tokens"] = draw(st.sampled_from([n + 1, max(n - 1, 0), 0, "4"]))
+    if rare():
+        usage["prompt_tokens"] = draw(st.one_of(st.integers(0, 4), odd_field))
+    if rare():
+        usage["prompt_tokens_details"] = {"cached_tokens": draw(st.one_of(st.integers(0, 4), odd_field))}
     answer: dict[str, Any] = {
         "id": "cmpl-x",
         "object": "text_completion",
@@ -597,6 +623,11 @@ def drawn_completion(draw: st.DrawFn) -> Any:
         "choices": choices,
         "usage": usage,
     }
+    if rare():  # speculation as llama.cpp (timings) or SGLang (sglext) reports it
+        answer["timings"] = {"draft_n": draw(odd_field), "draft_n_accepted": draw(odd_field)}
+    if rare():
+        details = {key: draw(st.one_of(st.integers(0, 6), odd_field)) for key in SPEC_FIELDS}
+        answer["sglext"] = {"spec_tokens_details": {**details, "spec_accept_length": draw(odd_field)}}
     if rare():
         del answer[draw(st.sampled_from(sorted(answer)))]
     return draw(twisted(answer, broken))
@@ -629,8 +660,37 @@ def _read(data: bytes) -> tuple[bool, Any]:
 
 def _count_agrees(count: Any, n: int) -> bool:
     """A count of generated tokens the server sends beside them (SGLang's `completion_tokens`, the
-    OpenAI API's `usage.completion_tokens`): where it is a whole number, it is the number sent."""
-    return not (isinstance(count, int) and not isinstance(count, bool)) or count == n
+    OpenAI API's `usage.completion_tokens`): none, or the number sent."""
+    return count is None or (_count(count) and count == n)
+
+
+def _count(x: Any) -> bool:
+    """A count as a field that a verdict or a report uses must hold it: a whole number >= 0."""
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def _measure(x: Any) -> bool:
+    """A latency or a mean accept length: a finite number >= 0."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
+def _fields_ok(fields: dict[str, Any], counts: tuple[str, ...], measures: tuple[str, ...]) -> bool:
+    """Each of `counts` absent, null or a count; each of `measures` absent, null or a measure."""
+    return all(fields.get(k) is None or _count(fields[k]) for k in counts) and all(
+        fields.get(k) is None or _measure(fields[k]) for k in measures
+    )
+
+
+def _prompt_counts_ok(sent: Any, prompt_tokens: Any, cached: Any) -> bool:
+    """What the server says of the prompt, held to what was sent: the prompt tokens it computed not
+    fewer than the ids sent (else it cut the prompt), the cached ones not more than either."""
+    if not (prompt_tokens is None or _count(prompt_tokens)) or not (cached is None or _count(cached)):
+        return False
+    n = len(sent) if isinstance(sent, list) else None
+    if n is not None and prompt_tokens is not None and prompt_tokens < n:
+        return False
+    bounds = [b for b in (n, prompt_tokens) if b is not None]
+    return cached is None or not bounds or cached <= min(bounds)
 
 
 def _positions_ok(toks: list[Any], lps: list[Any], asked: int, stopped: bool) -> bool:
@@ -671,6 +731,10 @@ def comparable_native(body: dict[str, Any], answer: Any) -> bool:
     if kind == "length" and isinstance(finish, dict) and not _count_agrees(finish.get("length"), len(toks)):
         return False
     if not _count_agrees(meta.get("completion_tokens"), len(toks)):
+        return False
+    if not _fields_ok(meta, SPEC_FIELDS, MEASURE_FIELDS):
+        return False
+    if not _prompt_counts_ok(body.get("input_ids"), meta.get("prompt_tokens"), meta.get("cached_tokens")):
         return False
     if not _positions_ok(toks, lps, asked, kind == "stop"):
         return False
@@ -714,7 +778,28 @@ def comparable_completion(body: dict[str, Any], answer: Any) -> bool:
     if "token_ids" in choice and choice["token_ids"] != toks:
         return False
     usage = answer.get("usage")
-    if isinstance(usage, dict) and not _count_agrees(usage.get("completion_tokens"), len(toks)):
+    if usage is not None and not isinstance(usage, dict):
+        return False
+    if isinstance(usage, dict):
+        details = usage.get("prompt_tokens_details")
+        if not _count_agrees(usage.get("completion_tokens"), len(toks)):
+            return False
+        if (
+            not _fields_ok(usage, ("prompt_tokens", "total_tokens"), ())
+            or details is not None
+            and not isinstance(details, dict)
+        ):
+            return False
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        if not _prompt_counts_ok(body.get("prompt"), usage.get("prompt_tokens"), cached):
+            return False
+    timings = answer.get("timings")
+    if isinstance(timings, dict) and "draft_n" in timings:
+        if not _fields_ok(timings, ("draft_n", "draft_n_accepted"), ()):
+            return False
+    sglext = answer.get("sglext")
+    details = sglext.get("spec_tokens_details") if isinstance(sglext, dict) else None
+    if isinstance(details, dict) and not _fields_ok(details, SPEC_FIELDS, ("spec_accept_length",)):
         return False
     if not _positions_ok(toks, lps, asked, choice.get("finish_reason") == "stop"):
         return False
@@ -806,6 +891,180 @@ def test_equal_only_when_every_position_was_compared(scripted, case):
         whole = all(comparable(_as_asked(body), data) for body, data in sent)
         if whole and sent and not (verb == "warm" and any(_own_count(d) for _, d in sent)):
             assert code in (0, 1), f"complete answers refused (exit {code}):\n{err}\n{sent}"
+
+
+# --- one field of a whole answer ------------------------------------------------------------------
+# Every field of an answer that a verdict, a record or a report uses is read strictly, and every
+# self-report is held to what was sent: a whole answer with exactly one such field drawn (well-formed,
+# broken, or contradicting the request) ends in a verdict exactly when this file's own judgement
+# (`comparable`) finds the field sound, and otherwise in a refusal (exit 2) that names the field and the
+# server. Where the server lists more alternatives than asked, only those asked are compared.
+
+# (a finish reason of any kind beside a whole answer is no reason to refuse it, and is never stored as it
+# came: a NaN there once ended in an internal error at the results writer)
+NATIVE_FIELDS = (
+    *SPEC_FIELDS,
+    *MEASURE_FIELDS,
+    "prompt_tokens",
+    "cached_tokens",
+    "completion_tokens",
+    "finish_reason",
+)
+OPENAI_FIELDS = (
+    ("usage", "prompt_tokens"),
+    ("usage", "completion_tokens"),
+    ("usage", "prompt_tokens_details", "cached_tokens"),
+    ("timings", "draft_n"),
+    ("timings", "draft_n_accepted"),
+    ("sglext", "spec_tokens_details", "spec_verify_ct"),
+    ("sglext", "spec_tokens_details", "spec_accept_length"),
+)
+
+
+@st.composite
+def whole_native(draw: st.DrawFn, extra: int = 0) -> dict[str, Any]:
+    """An answer to `/generate` that can be compared in full, with `extra` alternatives beyond the top-k
+    asked at every position (each below the row's lowest, so the k asked stay the same)."""
+    toks = draw(st.lists(token, min_size=NEW, max_size=NEW))
+    lps = [draw(finite_lp) for _ in toks]
+    tops = []
+    for t, lp in zip(toks, lps, strict=True):
+        others = draw(
+            st.lists(
+                token.filter(lambda o, t=t: o != t),
+                min_size=TOP - 1 + extra,
+                max_size=TOP - 1 + extra,
+                unique=True,
+            )
+        )
+        values = sorted((draw(st.floats(-60, lp, allow_nan=False)) for _ in others), reverse=True)
+        tops.append(
+            [
+                [lp, t, None],
+                *(
+                    [v - 1.0 * (i >= TOP - 1), o, None]
+                    for i, (v, o) in enumerate(zip(values, others, strict=True))
+                ),
+            ]
+        )
+    meta = {
+        "id": "x",
+        "finish_reason": {"type": "length", "length": NEW},
+        "completion_tokens": NEW,
+        "output_token_logprobs": [[lp, t, None] for lp, t in zip(lps, toks, strict=True)],
+        "output_top_logprobs": tops,
+    }
+    return {"text": "", "output_ids": toks, "meta_info": meta}
+
+
+def _as_completion(native: dict[str, Any]) -> dict[str, Any]:
+    """The same answer in vLLM's legacy-logprobs shape (tokens and keys written `token_id:N`)."""
+    meta = native["meta_info"]
+    toks = native["output_ids"]
+    rows = [{f"token_id:{t}": v for v, t, _ in row} for row in meta["output_top_logprobs"]]
+    choice = {
+        "index": 0,
+        "text": "",
+        "logprobs": {
+            "text_offset": list(range(NEW)),
+            "token_logprobs": [e[0] for e in meta["output_token_logprobs"]],
+            "tokens": [f"token_id:{t}" for t in toks],
+            "top_logprobs": rows,
+        },
+        "finish_reason": "length",
+        "token_ids": toks,
+    }
+    usage = {"prompt_tokens": 3, "total_tokens": 3 + NEW, "completion_tokens": NEW}
+    return {"id": "c", "object": "text_completion", "model": MODEL, "choices": [choice], "usage": usage}
+
+
+def _put(answer: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    for key in path[:-1]:
+        answer = answer.setdefault(key, {})
+    answer[path[-1]] = value
+
+
+# Values as a broken server sends them where a count or a measure belongs, each drawn for every field.
+ODD_VALUES = [None, True, False, -1, 2.5, math.nan, math.inf, -math.inf, "5", "", [1], {"n": 1}]
+field_value = st.one_of(st.sampled_from(ODD_VALUES), st.integers(0, 6), st.floats(0, 4), odd_field)
+FIELDS = [("native", ("meta_info", f)) for f in NATIVE_FIELDS] + [("openai", p) for p in OPENAI_FIELDS]
+
+
+@pytest.mark.parametrize(("api", "path"), FIELDS, ids=lambda x: x if isinstance(x, str) else ".".join(x))
+@fuzz(examples=40)
+@given(answer=whole_native(), value=field_value)
+def test_every_answer_field_is_read_strictly_and_held_to_the_request(scripted, api, path, answer, value):
+    """One field of a whole answer drawn (`path` in the API's shape): a verdict exactly when this file's
+    own reading finds it sound, else a refusal naming the field and the server."""
+    field = path[-1]
+    if api == "openai":
+        answer = _as_completion(answer)
+    _put(answer, path, value)
+    engine = f"sglang+{scripted.url}" if api == "native" else f"openai+{scripted.url}/v1?model={MODEL}"
+    with scratch() as root:
+        (root / "p.jsonl").write_text(PROMPTS)
+        scripted.play([answer])
+        argv = ["parity", engine, engine, "--allow-same-engine", "--prompts", "p.jsonl", *SETTINGS]
+        code, _, err = cli([*argv, "--out", "o"], root)
+        sound(code, err)
+        whole = all(comparable(body, data) for body, data in scripted.sent)
+    event(f"{'sound' if whole else 'refused'}")
+    if whole:
+        assert code == 0, f"a sound {field} ({value!r}) refused (exit {code}):\n{err}"
+    else:
+        assert code == 2, f"exit {code} after a {field} that is not sound: {scripted.sent}"
+        assert scripted.url in err and (field in err or "prompt tokens" in err), err
+
+
+@fuzz(examples=100)
+@given(api=st.sampled_from(["native", "openai"]), extra=st.integers(1, 3), data=st.data())
+def test_alternatives_beyond_those_asked_are_not_compared(scripted, api, extra, data):
+    """A server that lists more alternatives than the top-k asked (on one side only) and the same
+    answer with exactly those asked: EQUAL, since only what was asked is compared."""
+    longer = data.draw(whole_native(extra))
+    asked = json.loads(json.dumps(longer))
+    asked["meta_info"]["output_top_logprobs"] = [
+        row[:TOP] for row in longer["meta_info"]["output_top_logprobs"]
+    ]
+    if api == "openai":
+        longer, asked = _as_completion(longer), _as_completion(asked)
+    engine = f"sglang+{scripted.url}" if api == "native" else f"openai+{scripted.url}/v1?model={MODEL}"
+    with scratch() as root:
+        (root / "p.jsonl").write_text(PROMPTS)
+        scripted.play([longer, longer, asked, asked])  # side A's two prompts, then side B's
+        argv = ["parity", engine, engine, "--allow-same-engine", "--prompts", "p.jsonl", *SETTINGS]
+        code, out, err = cli([*argv, "--out", "o"], root)
+    sound(code, err)
+    assert code == 0 and "EQUAL" in out, err
+
+
+@pytest.fixture(scope="module")
+def tiny_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from bx_tiny_tokenizer import make_tokenizer
+
+    return make_tokenizer(tmp_path_factory.mktemp("tokenizer") / "tok")
+
+
+@fuzz(examples=60)
+@given(data=st.data())
+def test_a_token_id_the_given_tokenizer_has_no_entry_for_is_refused(scripted, tiny_tokenizer, data):
+    """With --tokenizer (a real transformers tokenizer of 384 ids), an answer whose chosen token is no
+    id of it is refused, naming the id and the tokenizer; answers of its ids alone come to a verdict."""
+    from bx_tiny_models import VOCAB
+
+    answers = data.draw(st.lists(whole_native(), min_size=1, max_size=2))
+    with scratch() as root:
+        (root / "p.jsonl").write_text(PROMPTS)
+        scripted.play(answers)
+        argv = ["parity", f"sglang+{scripted.url}", f"sglang+{scripted.url}", "--allow-same-engine"]
+        argv += ["--prompts", "p.jsonl", "--tokenizer", str(tiny_tokenizer), *SETTINGS, "--out", "o"]
+        code, _, err = cli(argv, root)
+    sound(code, err)
+    outside = any(t >= VOCAB for a in answers for t in a["output_ids"])
+    event(f"an id outside the tokenizer: {outside}")
+    assert code == (2 if outside else 0), err
+    if outside:
+        assert "is not in the vocabulary of --tokenizer (384 entries)" in err, err
 
 
 # --- command lines ----------------------------------------------------------------------------------

@@ -292,3 +292,92 @@ def test_byte_fallback_runs_compare_through_the_cli(llama_tree, gguf, prompt_fil
     assert summary["equal"] == summary["prompts"] == len(PROMPTS)
     assert rc_repeat == 0, err_repeat
     assert repeat["divergent"] == 0
+
+
+# Ten prompts for the model with twin tokens (bx_gguf_models.TWINS); on several, llama.cpp's speculative
+# server chooses a token that is not the argmax it reports at a position it produced by speculation.
+TWIN_PROMPTS = [
+    [313, 265, 293, 325, 322, 311, 298],
+    [305, 334, 287, 324, 277, 296, 277, 272],
+    [292, 328, 337, 278, 299, 272, 269, 347, 302, 320],
+    [273, 298, 330, 297, 275, 330, 302, 329],
+    [283, 264, 338, 344],
+    [270, 301, 338, 274, 322, 335],
+    [303, 327, 292],
+    [270, 260, 336, 284, 349, 302, 280, 290, 288, 341, 317],
+    [337, 260, 264, 323, 301, 299, 319, 266, 313],
+    [272, 305, 315, 300, 338, 341, 286, 330, 321],
+]
+EOS = 2  # bx_gguf_models' `</s>`
+
+
+def _listed(server: LlamaServer, ids: list[int]) -> list[tuple[int, float]]:
+    """This test's own probe of the position after `ids`: the raw (pre-sampling) alternatives the server
+    lists there, in its order, as (id, logprob)."""
+    body = {"prompt": ids, "n_predict": 1, "temperature": 0.0, "n_probs": TOP, "return_tokens": True}
+    answer = server.post("/completion", {**body, "post_sampling_probs": False, "cache_prompt": True})
+    return [(t["id"], t["logprob"]) for t in answer["completion_probabilities"][0]["top_logprobs"]]
+
+
+def test_a_speculative_server_whose_choice_is_not_its_reported_argmax_is_compared_not_refused(
+    llama_tree, gguf, tmp_path, capsys
+):
+    """llama.cpp's speculative server (`--spec-type draft-simple`) against its plain one. At some positions
+    its speculative steps produced, the token it chose is not the argmax it reports there: its
+    end-of-sequence token, which ignore_eos keeps from being chosen, or a tie listed the other way.
+    bitexact used to stop there with "greedy decoding did not pick the argmax" (exit 2). Now parity runs
+    every prompt, compares them, and its verdict is the comparison's: DIFFERENT (exit 1) exactly where
+    the raw answers of the two servers differ, EQUAL (exit 0) where they do not (on this CPU build the
+    speculative server's verify steps compute the same bits as the plain decode, so its tokens equal the
+    plain server's). Each such position is named in the summary, the report and the answer's stored
+    meta, and checked against the server itself: the token its own answer holds there, and this test's
+    own probe of that position listing another id first, with a logprob at least the chosen one's."""
+    prompts = tmp_path / "twins.jsonl"
+    rows = [json.dumps({"id": f"t{i}", "input_ids": ids}) + "\n" for i, ids in enumerate(TWIN_PROMPTS)]
+    prompts.write_text("".join(rows))
+    out = tmp_path / "out"
+    with (
+        LlamaServer(llama_tree, gguf["twins"], tmp_path / "spec.log", draft=gguf["draft"]) as spec,
+        LlamaServer(llama_tree, gguf["twins"], tmp_path / "plain.log") as plain,
+    ):
+        argv = [
+            *("parity", f"llamacpp+{spec.url}", f"llamacpp+{plain.url}", "--spec-a", "must", "--spec-b"),
+            *("never", "--prompts", str(prompts), "--max-new-tokens", str(NEW), "--top-logprobs", str(TOP)),
+        ]
+        rc, summary, err = _run(capsys, [*argv, "--json", "--out", str(out)])
+        raw_spec = [_native(spec, ids) for ids in TWIN_PROMPTS]
+        raw_plain = [_native(plain, ids) for ids in TWIN_PROMPTS]
+        found = [f for f in summary.get("not_argmax", []) if f["side"] == "A"]
+        probes = []
+        for f in found:
+            index = int(str(f["prompt_id"])[1:])
+            before = raw_spec[index]["tokens"][: f["position"]]
+            probes.append(_listed(spec, [*TWIN_PROMPTS[index], *before]))
+    differ = sum(x["tokens"] != y["tokens"] for x, y in zip(raw_spec, raw_plain, strict=True))
+    assert rc == (1 if summary["differ"] else 0), err
+    assert summary["prompts"] == len(TWIN_PROMPTS) and summary["tokens_differ"] == differ
+    assert summary["a"]["spec"]["ran"] == len(TWIN_PROMPTS)
+    stored = [json.loads(line) for line in next(out.glob("A-*.jsonl")).read_text().splitlines()[1:]]
+    probed = {r["id"]: r["generation"]["meta"].get("probed_positions", []) for r in stored}
+    at_probes = [f for f in found if f["position"] in probed[f["prompt_id"]]]
+    assert {f["kind"] for f in at_probes} >= {"ignored", "tie"}, "nothing to show: pick other prompts"
+    for f, listed in zip(found, probes, strict=True):
+        raw = raw_spec[int(str(f["prompt_id"])[1:])]
+        first, first_logprob = listed[0]
+        assert raw["tokens"][f["position"]] == f["chosen"] != first
+        assert dict(listed)[f["chosen"]] == f["chosen_logprob"] <= first_logprob
+        if f["kind"] == "ignored":
+            assert first == EOS and f["argmax"] == EOS
+        if f["kind"] == "tie":
+            assert (f["argmax"], f["argmax_logprob"], f["chosen_logprob"]) == (
+                first,
+                first_logprob,
+                first_logprob,
+            )
+    recorded = {
+        (r["id"], x["position"]) for r in stored for x in r["generation"]["meta"].get("not_argmax", [])
+    }
+    assert {(f["prompt_id"], f["position"]) for f in found} == recorded
+    report = (out / "parity.md").read_text()
+    assert "Chosen tokens that are not the engine's reported argmax" in report
+    assert all(f"| A | {f['prompt_id']} | {f['position']} | {f['kind']} |" in report for f in found)

@@ -144,11 +144,11 @@ def test_bytes_identify_a_partial_character_that_text_cannot():
 
 
 def test_speculation_evidence_in_answers():
-    llama = spec_from_answer({"timings": {"predicted_n": 16, "draft_n": 39, "draft_n_accepted": 2}})
+    llama = spec_from_answer({"timings": {"predicted_n": 16, "draft_n": 39, "draft_n_accepted": 2}}, "x")
     assert llama is not None and llama.ran and (llama.proposed_drafts, llama.correct_drafts) == (39, 2)
-    assert spec_from_answer({"timings": {"predicted_n": 16}}) is None  # llama.cpp without a draft model
+    assert spec_from_answer({"timings": {"predicted_n": 16}}, "x") is None  # llama.cpp without a draft model
     sglang = spec_from_answer(
-        {"sglext": {"spec_tokens_details": [{"spec_verify_ct": 4, "spec_accept_length": 1.5}]}}
+        {"sglext": {"spec_tokens_details": [{"spec_verify_ct": 4, "spec_accept_length": 1.5}]}}, "x"
     )
     assert sglang is not None and sglang.verify_ct == 4 and sglang.ran
 

@@ -182,3 +182,20 @@ def test_exit_codes_for_usage_errors(tmp_path, capsys):
     assert main(["bench", "hf:/nonexistent", "--lengths", "16"]) == 2
     assert "long prompts need --tokenizer" in capsys.readouterr().err
     assert json.loads(RECIPE.read_text())["name"] == "qwen3.8-27b-exact"
+
+
+def test_a_chosen_token_off_the_reported_argmax_is_named_and_how():
+    from bitexact.answers import not_argmax
+
+    rows = [
+        [(7, -0.5), (8, -1.0)],  # the chosen 7 is the argmax
+        [(8, -0.25), (7, -0.5)],  # 8 is above the chosen 7: below
+        [(8, -0.5), (7, -0.5)],  # 8 ties with the chosen 7 and is listed first: tie
+        [(2, -0.1), (7, -0.5), (8, -0.9)],  # 2 is the end token ignore_eos kept from being chosen
+        [("seven", -0.5), ("eight", -0.5)],  # named by text: the first may be the chosen one; nothing said
+    ]
+    gen = Generation("p", [7] * 5, [-0.5] * 5, rows, meta={"ignored_ids": [2]})
+    found = [(f["position"], f["kind"], f["argmax"]) for f in not_argmax(gen)]
+    assert found == [(1, "below", 8), (2, "tie", 8), (3, "ignored", 2)]
+    gen.meta = {}
+    assert [f["kind"] for f in not_argmax(gen)] == ["below", "tie", "below"]

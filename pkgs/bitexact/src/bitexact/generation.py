@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -58,10 +59,59 @@ class Generation:
                 [_entry(e) for e in _list(row, "top_logprobs row")]
                 for row in _list(data.get("top_logprobs", []), "top_logprobs")
             ],
-            spec=SpecStats(**spec) if spec else None,
-            latency_s=data.get("latency_s"),
-            meta=dict(meta),
+            spec=_spec(spec) if spec else None,
+            latency_s=_measure(data.get("latency_s"), "latency_s"),
+            meta=_meta(meta),
         )
+
+
+# The counts a stored answer's meta may hold (the engines' readers wrote them as counts or null).
+META_COUNTS = ("prompt_tokens", "completion_tokens", "cached_tokens")
+
+
+def _count(value: Any, what: str) -> int | None:
+    """A stored count: a whole number >= 0, or null (as engines/values.py `count` reads an answer's)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"'{what}' holds {str(value)[:40]!r}, not a count (a whole number >= 0)")
+    return value
+
+
+def _measure(value: Any, what: str) -> float | None:
+    """A stored measure: a finite number >= 0, or null (as engines/values.py `measure` reads one)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"'{what}' holds {str(value)[:40]!r}, not a finite number >= 0")
+    return float(value)
+
+
+def _spec(data: dict[str, Any]) -> SpecStats:
+    unknown = sorted(
+        set(data) - {"verify_ct", "accept_length", "correct_drafts", "proposed_drafts", "source"}
+    )
+    if unknown:
+        raise ValueError(f"'spec' holds fields no speculation record has: {unknown}")
+    verify = _count(data.get("verify_ct"), "spec.verify_ct")
+    if verify is None:
+        raise ValueError("'spec.verify_ct' is missing")
+    source = data.get("source", "")
+    if not isinstance(source, str):
+        raise ValueError("'spec.source' is not text")
+    return SpecStats(
+        verify_ct=verify,
+        accept_length=_measure(data.get("accept_length"), "spec.accept_length"),
+        correct_drafts=_count(data.get("correct_drafts"), "spec.correct_drafts"),
+        proposed_drafts=_count(data.get("proposed_drafts"), "spec.proposed_drafts"),
+        source=source,
+    )
+
+
+def _meta(meta: dict[str, Any]) -> dict[str, Any]:
+    for key in META_COUNTS:
+        _count(meta.get(key), f"meta.{key}")
+    return dict(meta)
 
 
 def _list(value: Any, what: str) -> list[Any]:

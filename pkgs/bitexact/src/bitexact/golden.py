@@ -12,7 +12,7 @@ from typing import Any
 import exactformats
 
 from bitexact import strictjson
-from bitexact.answers import problem
+from bitexact.answers import as_asked, problem
 from bitexact.argv import MAX_TOKENS, MAX_TOP_LOGPROBS
 from bitexact.engines.base import Settings
 from bitexact.errors import BitexactError, GoldenError
@@ -280,8 +280,9 @@ def load_golden(path: Path, *, card: str, recipe: str | None) -> Golden:
             f"golden {path} was edited after it was recorded: its digest covers the values, the prompts, "
             f"the settings and the metadata, and one of them changed; re-record it with `{RECORD_COMMAND}`"
         )
-    for gen in golden.generations:
-        bad = problem(gen, settings)
+    golden.generations = [as_asked(gen, settings) for gen in golden.generations]
+    for prompt, gen in zip(golden.prompts, golden.generations, strict=True):
+        bad = problem(gen, settings, prompt)
         if bad is not None:
             raise GoldenError(
                 f"golden {path}: prompt {gen.prompt_id!r}: {bad}; a golden of answers that cannot be "

@@ -43,15 +43,22 @@ def prompt_tokens(gen: Generation) -> int | None:
     return counted if isinstance(counted, int) and not isinstance(counted, bool) else None
 
 
-def cached_tokens(gen: Generation) -> int | None:
-    """Prompt tokens the answer says came from the cache; None where the answer carries no count. A count
-    that is none (`true`, `-3`, `"5"`, more than the prompt's tokens) is an engine error, never read as a
-    hit or as none: a warm pass would count on it, a cold pass be taken as computed afresh."""
+def reported_cached(gen: Generation) -> Any:
+    """The count of cached prompt tokens as the answer holds it (SGLang's `meta_info.cached_tokens`, the
+    OpenAI API's `usage.prompt_tokens_details.cached_tokens`), unread; None where it holds none."""
     count = gen.meta.get("cached_tokens")
     if count is None:
         usage = gen.meta.get("usage")
         details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
         count = details.get("cached_tokens") if isinstance(details, dict) else None
+    return count
+
+
+def cached_tokens(gen: Generation) -> int | None:
+    """Prompt tokens the answer says came from the cache; None where the answer carries no count. A count
+    that is none (`true`, `-3`, `"5"`, more than the prompt's tokens) is an engine error, never read as a
+    hit or as none: a warm pass would count on it, a cold pass be taken as computed afresh."""
+    count = reported_cached(gen)
     if count is None:
         return None
     bound = prompt_tokens(gen)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import unicodedata
@@ -82,6 +83,10 @@ class HFTokenizer:
     def decode(self, ids: list[int]) -> str:
         return str(self._tok.decode(ids))
 
+    def ids(self) -> frozenset[int]:
+        """Every id this tokenizer has an entry for (its vocabulary and added tokens)."""
+        return frozenset(int(i) for i in self._tok.get_vocab().values())
+
 
 def byte_offset(spec: str) -> int | None:
     """`--tokenizer`'s value read: the byte tokenizer's offset for `bytes` or `bytes:OFFSET`, None for a
@@ -102,6 +107,14 @@ def byte_offset(spec: str) -> int | None:
     if not Path(spec).exists():
         raise UsageError(f"--tokenizer {spec!r}: not 'bytes' and no such path; give a local tokenizer folder")
     return None
+
+
+@functools.cache
+def vocabulary_ids(spec: str) -> frozenset[int] | None:
+    """The ids `--tokenizer` has entries for, which every token an engine chooses must be one of; None
+    for the byte tokenizer, which encodes text as bytes and names no model's vocabulary (a model run
+    with it may have more ids than its 256 bytes and specials)."""
+    return None if byte_offset(spec) is not None else HFTokenizer(spec).ids()
 
 
 def load_tokenizer(spec: str) -> Tokenizer:

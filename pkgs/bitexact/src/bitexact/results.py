@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bitexact import strictjson
-from bitexact.files import append_line, dumps
+from bitexact.files import append_line, atomic_write_text, dumps
 from bitexact.generation import Generation
 from bitexact.ownership import aside_folder
 from bitexact.prompts import Prompt
@@ -149,6 +149,33 @@ class ResultStore:
 
     def append(self, prompt: Prompt, generation: Generation) -> None:
         self.append_row(prompt.id, prompt.digest(), "generation", generation.to_json())
+
+    def withdraw(self, items: set[str], why: str) -> int:
+        """Take the rows of `items` out of the file, so that a rerun asks them again: rows a refusal rests
+        on (a cold answer that shows cache hits) would otherwise be resumed on every rerun, and the
+        refusal could never clear. They are kept aside (`replaced/<stem>.<stamp>.withdrawn`), never
+        deleted. How many rows were taken out."""
+        if not items or not self.path.exists():
+            return 0
+        # bitexact writes its rows as ASCII JSON; a line of other bytes was never readable
+        lines = self.path.read_bytes().decode("utf-8", errors="replace").split("\n")
+        kept, taken = [], []
+        for number, line in enumerate(lines):
+            try:
+                row = strictjson.loads(line) if number and line.strip() else None
+            except strictjson.StrictJSONError:
+                row = None  # unreadable: skipped on load anyway, left as it is
+            (taken if isinstance(row, dict) and row.get("id") in items else kept).append(line)
+        if not taken:
+            return 0
+        target = self._aside(".withdrawn")
+        atomic_write_text(target, "\n".join(taken) + "\n")
+        atomic_write_text(self.path, "\n".join(kept))
+        _say(
+            f"{self.path}: {len(taken)} stored answers withdrawn ({why}); a rerun asks them again; they are "
+            f"kept in {target}"
+        )
+        return len(taken)
 
     def _write(self, text: str) -> None:
         append_line(self.path, text, "the results written before are kept and a rerun resumes from them")

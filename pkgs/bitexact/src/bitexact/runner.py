@@ -4,9 +4,9 @@ it arrives, finished prompts skipped on a rerun."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 
-from bitexact.answers import non_finite, problem
+from bitexact.answers import as_asked, non_finite, not_argmax, problem
 from bitexact.engines.base import Engine, Settings
 from bitexact.errors import EngineError
 from bitexact.generation import Generation
@@ -38,7 +38,12 @@ def _finish(it: Iterator[Generation], save: Callable[[Generation], None]) -> Non
         pass
 
 
-def refusal(generation: Generation, settings: Settings) -> str | None:
+def refusal(
+    generation: Generation,
+    settings: Settings,
+    prompt: Prompt | None = None,
+    vocabulary: Collection[int] | None = None,
+) -> str | None:
     """Why an engine's answer is refused (answers.py), in the words of an engine error; None if kept."""
     bad = non_finite(generation)
     if bad is not None:
@@ -47,7 +52,7 @@ def refusal(generation: Generation, settings: Settings) -> str | None:
             "where a logprob belongs), so nothing of this prompt is stored or recorded; check the card, "
             "the weights and the dtype"
         )
-    bad = problem(generation, settings)
+    bad = problem(generation, settings, prompt, vocabulary)
     if bad is not None:
         return (
             f"prompt {generation.prompt_id!r}: {bad}; an answer not compared in full never counts as "
@@ -58,12 +63,19 @@ def refusal(generation: Generation, settings: Settings) -> str | None:
     return None
 
 
-def _kept(done: dict[str, Generation], settings: Settings, where: str) -> dict[str, Generation]:
+def _kept(
+    done: dict[str, Generation],
+    settings: Settings,
+    where: str,
+    by_id: dict[str, Prompt],
+    vocabulary: Collection[int] | None,
+) -> dict[str, Generation]:
     """Stored results that pass the gate (a file written by an older bitexact, or edited, may hold
-    others); those that do not are redone."""
+    others), cut to what was asked; those that do not are redone."""
     kept = {}
-    for item, generation in done.items():
-        bad = problem(generation, settings)
+    for item, stored in done.items():
+        generation = as_asked(stored, settings)
+        bad = problem(generation, settings, by_id.get(item), vocabulary)
         if bad is None:
             kept[item] = generation
         else:
@@ -82,23 +94,29 @@ def run_battery(
     label: str,
     groups: list[list[Prompt]] | None = None,
     before_group: Callable[[list[Prompt]], None] | None = None,
+    vocabulary: Collection[int] | None = None,
 ) -> list[Generation]:
     """`groups`: the prompts run together, in order (default: fixed chunks of the engine's group size);
     `before_group` runs before each group that has a prompt left to run (a cache flush, say). Stored
     results and new answers alike pass the answer check (answers.py): a refused stored one is redone, a
-    refused new one is an engine error."""
-    done = _kept(store.load(prompts), settings, str(store.path)) if store else {}
+    refused new one is an engine error. Every answer is first cut to what was asked (answers.as_asked);
+    `vocabulary`: the ids of the --tokenizer given, which every chosen id must be one of."""
     by_id = {p.id: p for p in prompts}
+    done = _kept(store.load(prompts), settings, str(store.path), by_id, vocabulary) if store else {}
     bar = Progress(label, len(prompts))
     if done:
         bar.advance(len(done), "(resumed)")
 
-    def save(generation: Generation) -> None:
-        if generation.prompt_id in done or generation.prompt_id not in by_id:
+    def save(answer: Generation) -> None:
+        if answer.prompt_id in done or answer.prompt_id not in by_id:
             return
-        bad = refusal(generation, settings)
+        generation = as_asked(answer, settings)
+        bad = refusal(generation, settings, by_id[generation.prompt_id], vocabulary)
         if bad is not None:
             raise EngineError(bad)
+        inconsistent = not_argmax(generation)
+        if inconsistent:  # compared as it is; kept with the answer, for its record and reports
+            generation.meta["not_argmax"] = inconsistent
         if store is not None:
             store.append(by_id[generation.prompt_id], generation)
         done[generation.prompt_id] = generation
@@ -115,7 +133,10 @@ def run_battery(
             stored = store.load(prompts)
         except Exception:  # a report must not replace the interrupt or error it reports
             return len(done)
-        return sum(problem(generation, settings) is None for generation in stored.values())
+        return sum(
+            problem(as_asked(gen, settings), settings, by_id.get(item), vocabulary) is None
+            for item, gen in stored.items()
+        )
 
     bar.watch(STALL_S)
     try:

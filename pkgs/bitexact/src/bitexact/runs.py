@@ -21,6 +21,7 @@ import argparse
 import datetime
 import hashlib
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -68,11 +69,26 @@ def report_stem(verb: str, stem: str, option: str) -> str:
     return stem
 
 
+# Options given as text that name a file or folder (a --tokenizer of `bytes` or `bytes:N` names none).
+PATH_OPTIONS = ("prompts", "tokenizer")
+
+
+def _names_a_path(name: str, value: Any) -> bool:
+    if isinstance(value, Path):
+        return True
+    if name not in PATH_OPTIONS or not isinstance(value, str) or not value:
+        return False
+    return not (name == "tokenizer" and (value == "bytes" or value.startswith("bytes:")))
+
+
 def _value(name: str, value: Any) -> Any:
+    """An option's value as it keys --out and the results there: what it names, not how it is spelled.
+    An engine without its transport options; a path resolved (`p.jsonl`, `./p.jsonl`, `../x/p.jsonl` and
+    a link to it name one file), so that a rerun spelled otherwise resumes instead of being refused."""
     if name in ENGINE_OPTIONS and isinstance(value, str):
         return parse_engine(value).canonical  # `?retries=5` waits differently, computes the same
-    if isinstance(value, Path):
-        return str(value)
+    if _names_a_path(name, value):
+        return os.path.realpath(value)
     return value
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bitexact.answers import not_argmax
 from bitexact.compare import compare
 from bitexact.generation import Generation
 from bitexact.prompts import Tokenizer
@@ -56,6 +57,12 @@ def comparison_summary(
         if tokenizer is not None and comp["first_divergence"] is not None:
             comp["context"] = divergence_context(x, y, comp["first_divergence"], tokenizer)
         comps.append(comp)
+    inconsistent = [
+        {"side": side, "prompt_id": gen.prompt_id, **found}
+        for side, gens in (("A", gens_a), ("B", gens_b))
+        for gen in gens
+        for found in not_argmax(gen)
+    ]
     return {
         "verb": verb,
         "title": title,
@@ -68,4 +75,7 @@ def comparison_summary(
         "differ": sum(not c["equal"] for c in comps),
         "tokens_differ": sum(not c["tokens_equal"] for c in comps),
         "comparisons": comps,
+        # positions where a side's chosen token is not its reported argmax (answers.not_argmax): compared as
+        # they are, and reported, since they show a difference in that engine's numerics
+        "not_argmax": inconsistent,
     }

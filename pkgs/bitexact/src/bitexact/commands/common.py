@@ -38,6 +38,7 @@ from bitexact.prompts import (
     load_prompts,
     load_tokenizer,
     tokenize_all,
+    vocabulary_ids,
 )
 from bitexact.results import ResultStore
 from bitexact.runner import run_battery
@@ -148,7 +149,8 @@ def run_side(
             vet(identity)
         store = keyed_store(out, tag, raw, identity, settings.to_json(), group=engine.group_size)
         hook = None if before_group is None else (lambda g: before_group(engine, g))
-        gens = run_battery(engine, prompts, settings, store, f"{tag} {raw}", groups, hook)
+        vocabulary = vocabulary_ids(tokenizer) if tokenizer else None
+        gens = run_battery(engine, prompts, settings, store, f"{tag} {raw}", groups, hook, vocabulary)
     finally:
         engine.close()
     return gens, identity

@@ -43,7 +43,7 @@ from bitexact.landing import GoldenLock, Landing, probe_append, probe_folder
 from bitexact.names import checked_name, name_option
 from bitexact.presets import _side, load_recipe
 from bitexact.prompts import Prompt
-from bitexact.report.fmt import compared_text
+from bitexact.report.fmt import compared_text, not_argmax_text
 from bitexact.report.html import record_html
 from bitexact.report.markdown import record_markdown
 from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
@@ -510,7 +510,8 @@ def check(args: argparse.Namespace) -> int:
         summary,
         args.json,
         f"golden check: {verdict}: {summary['equal']}/{summary['prompts']} prompts equal to {golden.path}"
-        f"{f' ({recorded})' if family else ''}{_partial(len(prompts), len(golden.prompts))}; "
-        f"compared: {compared_text(summary['compared_values'])}; report: {summary['reports'][1]}",
+        f"{f' ({recorded})' if family else ''}{_partial(len(prompts), len(golden.prompts))}"
+        f"{not_argmax_text(summary)}; compared: {compared_text(summary['compared_values'])}; "
+        f"report: {summary['reports'][1]}",
     )
     return 0 if summary["differ"] == 0 else 1

@@ -25,7 +25,7 @@ from bitexact.errors import UsageError
 from bitexact.helptext import verb_parser
 from bitexact.names import name_option
 from bitexact.presets import LONG_LENGTHS, Side, load_recipe, make_preset
-from bitexact.report.fmt import compared_text
+from bitexact.report.fmt import compared_text, not_argmax_text
 from bitexact.report.html import comparison_html
 from bitexact.report.markdown import comparison_markdown
 from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         summary,
         args.json,
         f"parity: {verdict}: {summary['equal']}/{summary['prompts']} prompts equal "
-        f"({summary['tokens_differ']} differ in token ids); compared: "
+        f"({summary['tokens_differ']} differ in token ids){not_argmax_text(summary)}; compared: "
         f"{compared_text(summary['compared_values'])}; report: {summary['reports'][1]}",
     )
     return 0 if summary["differ"] == 0 else 1

@@ -17,6 +17,7 @@ from bitexact.commands.common import (
     emit,
     report_tokenizer,
     resolve_prompts,
+    results_path,
     run_side,
     settings_of,
 )
@@ -37,6 +38,7 @@ from bitexact.prompts import Prompt, load_tokenizer
 from bitexact.report.fmt import compared_text, text
 from bitexact.report.markdown import verdict_word
 from bitexact.report.warm import warm_markdown
+from bitexact.results import ResultStore
 from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
 from bitexact.summary import compared, comparison_summary
 from bitexact.warmplan import COLD, CacheSetup, WarmPlan, alignment, plain_plan, shared_plan
@@ -246,6 +248,24 @@ def _refusals(
             "a resumed run whose server restarted meanwhile needs a fresh --out"
         )
     return out
+
+
+def _withdraw(args: argparse.Namespace, by_pass: dict[str, list[Generation]]) -> str:
+    """Take the stored answers a refusal rests on out of the results, so that a rerun asks them again
+    instead of resuming them and refusing again: cold answers that show cache hits, warm answers that
+    show none. The words the refusal adds, or "" where none were stored."""
+    resting = {g.prompt_id for g in by_pass[COLD] if cached_tokens(g)}
+    resting |= {
+        g.prompt_id for name, gens in by_pass.items() if name != COLD for g in gens if not cached_tokens(g)
+    }
+    # The rows are those of run_side's store for this engine (the key is not needed to take rows out).
+    store = ResultStore(results_path(args.out, "warm", args.engine), {})
+    taken = store.withdraw(resting, "the warm refusal rests on them")
+    return (
+        f"; the {taken} stored answers it rests on are withdrawn, and a rerun asks them again"
+        if taken
+        else ""
+    )
 
 
 def _prompt_tokens(prompt: Prompt, gen: Generation) -> int | None:
@@ -459,7 +479,8 @@ def run(args: argparse.Namespace) -> int:
     atomic_write_text(markdown, warm_markdown(summary))
     summary["reports"] = [str(markdown), *reports]
     if summary["refused"]:
-        raise WarmRefused(f"warm: refused: {' | '.join(summary['refused'])} (report: {markdown})")
+        withdrawn = _withdraw(args, by_pass)
+        raise WarmRefused(f"warm: refused: {' | '.join(summary['refused'])} (report: {markdown}){withdrawn}")
     emit(
         summary,
         args.json,

@@ -39,12 +39,13 @@ from bitexact.engines.http import HttpClient
 from bitexact.engines.openai_identity import PROPS_KEYS
 from bitexact.engines.openai_spec import spec_from_answer
 from bitexact.engines.spec import EngineSpec
-from bitexact.engines.values import logprob, token_id
+from bitexact.engines.values import count, logprob, reason, token_id
 from bitexact.errors import EngineError
 from bitexact.generation import Generation, TopEntry
 from bitexact.prompts import Prompt
 
 FORCE_BIAS = 1.0e4  # added to the forced token's logit in a probe: far above any logit gap
+WIDE_PROBE = 1000  # alternatives asked of a probe whose top-k lacks the token the generation chose
 
 
 def generation_request(prompt: Prompt, settings: Settings) -> dict[str, Any]:
@@ -115,6 +116,7 @@ class LlamaCppHttpEngine:
             spec.target, timeout=spec.timeout_s(), retries=spec.int_param("retries", 3), inflight=inflight
         )
         self._forced: int | None = None
+        self._ends: list[int] | None = None
 
     def identity(self) -> dict[str, Any]:
         props = self.client.get_json("/props")
@@ -145,10 +147,30 @@ class LlamaCppHttpEngine:
             self._forced = int(complete[0])
         return self._forced
 
+    def _end_ids(self) -> list[int]:
+        """The end-of-sequence token the request's `ignore_eos` keeps from being chosen (llama.cpp biases
+        it to -inf before sampling, while the raw probabilities reported still hold it): its id, from
+        the server's `/props` `eos_token` and `/tokenize`; [] where the server names none."""
+        if self._ends is None:
+            props = self.client.get_json("/props")
+            eos = props.get("eos_token") if isinstance(props, dict) else None
+            answer = (
+                self.client.post_json(
+                    "/tokenize", {"content": eos, "add_special": False, "parse_special": True}
+                )
+                if isinstance(eos, str) and eos
+                else None
+            )
+            found = answer.get("tokens") if isinstance(answer, dict) else None
+            ids = [t for t in found or [] if isinstance(t, int) and not isinstance(t, bool)]
+            self._ends = ids if len(ids) == 1 else []
+        return self._ends
+
     def _probe(
-        self, prompt: Prompt, before: list[int], settings: Settings, where: str
-    ) -> tuple[int, float, list[TopEntry]]:
-        """The distribution at the position after `before`: (argmax id, its logprob, top-k)."""
+        self, prompt: Prompt, before: list[int], settings: Settings, where: str, n_probs: int | None = None
+    ) -> list[TopEntry]:
+        """The distribution at the position after `before`: its top `n_probs` (default: the top-k asked),
+        highest first."""
         if prompt.input_ids is None:
             raise EngineError(
                 f"{where}: prompt {prompt.id!r} is text and a position needs a probe, which sends token ids: "
@@ -158,7 +180,7 @@ class LlamaCppHttpEngine:
             "prompt": [*prompt.input_ids, *before],
             "n_predict": 1,
             "temperature": 0.0,
-            "n_probs": max(settings.top_logprobs, 1),
+            "n_probs": n_probs or max(settings.top_logprobs, 1),
             "post_sampling_probs": False,
             "return_tokens": True,
             "ignore_eos": True,
@@ -174,7 +196,30 @@ class LlamaCppHttpEngine:
         _, _, top = _entry(entries[0], where)
         if not top:
             raise EngineError(f"{where}: a probe of {prompt.id!r} gave no top_logprobs")
-        return top[0][0], top[0][1], top
+        return top
+
+    def _probed(
+        self, prompt: Prompt, tokens: list[int], position: int, settings: Settings, where: str
+    ) -> tuple[float, list[TopEntry]]:
+        """(logprob of the chosen token, top-k) at a probed position. Greedy decoding chooses the
+        argmax; where the chosen token is not the argmax the probe reports (a tie listed the other way,
+        or a speculative server's verify step that computed other bits than a one-token decode), that is
+        a difference in the engine's numerics, not an answer that cannot be compared: the chosen token's
+        own logprob is kept (from a wider probe where the top-k lacks it), and the runner reports the
+        position (answers.not_argmax). Only a chosen token the distribution does not hold at all is an
+        answer that cannot be compared."""
+        token = tokens[position]
+        top = self._probe(prompt, tokens[:position], settings, where)
+        own = dict(top)
+        if token not in own:
+            own = dict(self._probe(prompt, tokens[:position], settings, where, n_probs=WIDE_PROBE))
+        if token not in own:
+            raise EngineError(
+                f"{where}: at position {position} of {prompt.id!r} the generation chose {token}, which is "
+                f"not among the top {WIDE_PROBE} of that position's distribution (argmax {top[0][0]}): "
+                "its logprob cannot be had, so this answer cannot be compared"
+            )
+        return own[token], top
 
     def _one(self, prompt: Prompt, settings: Settings) -> Generation:
         where = f"{self.client.base}/completion"
@@ -194,27 +239,23 @@ class LlamaCppHttpEngine:
         logprobs: list[float] = []
         tops: list[list[TopEntry]] = []
         probed: list[int] = []
-        for position, token in enumerate(tokens):
+        for position in range(len(tokens)):
             index = None if where_of is None else where_of[position]
             if index is not None and entries[index][2]:
                 _, logprob, top = entries[index]
             else:  # no entry, or one without alternatives (a position a draft model's step produced)
-                chosen, logprob, top = self._probe(prompt, tokens[:position], settings, where)
-                if chosen != token:
-                    raise EngineError(
-                        f"{where}: at position {position} of {prompt.id!r} the generation chose {token} but "
-                        f"that position's distribution peaks at {chosen}: greedy decoding did not pick the "
-                        "argmax (a sampler other than greedy, or numerics that differ between its paths)"
-                    )
+                logprob, top = self._probed(prompt, tokens, position, settings, where)
                 probed.append(position)
             logprobs.append(logprob)
             tops.append(top[: settings.top_logprobs])
         # llama.cpp's `stop_type`: "limit" (n_predict reached), "eos", "word" (a stop string), "none"
-        meta: dict[str, Any] = {"finish_reason": answer.get("stop_type")}
+        meta: dict[str, Any] = {"finish_reason": reason(answer.get("stop_type"))}
+        if self._end_ids():  # what ignore_eos kept from being chosen (answers.not_argmax)
+            meta["ignored_ids"] = self._end_ids()
         if probed:
             meta["probed_positions"] = probed
         generation = Generation(prompt.id, tokens, logprobs, tops, meta=meta)
-        generation.spec = spec_from_answer(answer)
+        generation.spec = spec_from_answer(answer, f"{where} ({prompt.id!r})")
         return generation
 
     def generate(self, prompts: list[Prompt], settings: Settings) -> Iterator[Generation]:
@@ -235,9 +276,11 @@ class LlamaCppHttpEngine:
         end = time.perf_counter()
         if first is None:
             raise EngineError(f"{self.client.base}/completion: the stream carried no tokens")
+        where = f"{self.client.base}/completion (streamed)"
+        sent = count(final.get("tokens_evaluated"), "tokens_evaluated", where)
         return Timing(
-            prompt_tokens=int(final.get("tokens_evaluated") or len(prompt.input_ids or ())),
-            new_tokens=int(final.get("tokens_predicted") or 0),
+            prompt_tokens=sent or len(prompt.input_ids or ()),
+            new_tokens=count(final.get("tokens_predicted"), "tokens_predicted", where) or 0,
             ttft_s=first - start,
             decode_s=end - first,
         )

@@ -24,6 +24,7 @@ from bitexact.engines.openai_spec import Counters, spec_from_answer, spec_from_c
 from bitexact.engines.spec import EngineSpec
 from bitexact.engines.token_text import LazyVocabulary
 from bitexact.engines.transport import TransportFailure, exchange
+from bitexact.engines.values import count
 from bitexact.errors import EngineError
 from bitexact.generation import Generation
 from bitexact.prompts import Prompt
@@ -57,7 +58,7 @@ def completion_request(
 def parse_completion(prompt: Prompt, response: Any, where: str, vocab: Vocab = no_vocab) -> Generation:
     """One answer in any dialect (openai_logprobs), with the speculation proof it carries."""
     generation = parse_logprobs(prompt, response, where, vocab)
-    generation.spec = spec_from_answer(response)
+    generation.spec = spec_from_answer(response, f"{where} ({prompt.id!r})")
     return generation
 
 
@@ -130,13 +131,22 @@ class OpenAIHttpEngine:
             choices = chunk.get("choices") or []
             if first is None and choices and (choices[0].get("text") or choices[0].get("token_ids")):
                 first = now
-            usage = chunk.get("usage") or usage
+            counts = chunk.get("usage")
+            if counts is not None and not isinstance(counts, dict):
+                raise EngineError(
+                    f"{self.client.base}/completions: a streamed usage is {str(counts)[:60]!r}, not an "
+                    "object of token counts"
+                )
+            usage = counts or usage
         end = time.perf_counter()
         if first is None:
             raise EngineError(f"{self.client.base}/completions: the stream carried no tokens")
+        where = f"{self.client.base}/completions (streamed usage)"
+        sent = count(usage.get("prompt_tokens"), "usage.prompt_tokens", where)
+        made = count(usage.get("completion_tokens"), "usage.completion_tokens", where)
         return Timing(
-            prompt_tokens=int(usage.get("prompt_tokens") or len(prompt.input_ids or ())),
-            new_tokens=int(usage.get("completion_tokens") or max_new_tokens),
+            prompt_tokens=sent or len(prompt.input_ids or ()),
+            new_tokens=made or max_new_tokens,
             ttft_s=first - start,
             decode_s=end - first,
         )

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bitexact.engines.token_text import TextToIds
-from bitexact.engines.values import generated_count, logprob, token_id
+from bitexact.engines.values import count, generated_count, logprob, reason, token_id
 from bitexact.errors import EngineError
 from bitexact.generation import Generation, TopEntry
 from bitexact.prompts import Prompt
@@ -212,6 +212,29 @@ def check_count(response: dict[str, Any], n: int, where: str) -> None:
     generated_count(counted, n, "usage.completion_tokens", where, hint)
 
 
+def usage_counts(usage: Any, where: str) -> dict[str, Any] | None:
+    """The answer's `usage`, as its record keeps it: the counts of prompt, generated and cached prompt
+    tokens (`prompt_tokens_details.cached_tokens`), each read strictly (engines/values.py), and nothing
+    else of it (a field this reader does not know is never stored as it came). None where it has none."""
+    if usage is None:
+        return None
+    if not isinstance(usage, dict):
+        raise EngineError(f"{where}: usage is {str(usage)[:60]!r}, not an object of token counts")
+    kept: dict[str, Any] = {}
+    for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+        value = count(usage.get(key), f"usage.{key}", where)
+        if value is not None:
+            kept[key] = value
+    details = usage.get("prompt_tokens_details")
+    if details is not None and not isinstance(details, dict):
+        raise EngineError(f"{where}: usage.prompt_tokens_details is {str(details)[:60]!r}, not an object")
+    if isinstance(details, dict):
+        cached = count(details.get("cached_tokens"), "usage.prompt_tokens_details.cached_tokens", where)
+        if cached is not None:
+            kept["prompt_tokens_details"] = {"cached_tokens": cached}
+    return kept
+
+
 def parse_logprobs(prompt: Prompt, response: Any, where: str, vocab: Vocab = no_vocab) -> Generation:
     """Ids, logprobs and alternatives of one answer (`meta.dialect` names its form); the caller adds the
     speculation proof."""
@@ -230,14 +253,15 @@ def parse_logprobs(prompt: Prompt, response: Any, where: str, vocab: Vocab = no_
     dialect, positions = positions_of(choice, where)
     check_count(response, len(positions), where)
     token_ids = resolve_ids(choice, positions, vocab, dialect, where)
+    usage = usage_counts(response.get("usage"), where)
     return Generation(
         prompt_id=prompt.id,
         token_ids=token_ids,
         logprobs=[p.logprob for p in positions],
         top_logprobs=[_top_row(p.top, vocab) for p in positions],
         meta={
-            "finish_reason": choice.get("finish_reason"),
-            "usage": response.get("usage"),
+            "finish_reason": reason(choice.get("finish_reason")),
+            "usage": usage,
             "dialect": dialect,
         },
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bitexact.engines.values import count, measure
 from bitexact.generation import SpecStats
 
 VLLM_COUNTERS = {
@@ -28,39 +29,45 @@ VLLM_COUNTERS = {
 }
 
 
-def _sglext(response: dict[str, Any]) -> SpecStats | None:
-    details = (response.get("sglext") or {}).get("spec_tokens_details")
+def _sglext(response: dict[str, Any], where: str) -> SpecStats | None:
+    sglext = response.get("sglext")
+    details = sglext.get("spec_tokens_details") if isinstance(sglext, dict) else None
     if isinstance(details, list):
         details = details[0] if details else None
     if not isinstance(details, dict):
         return None
+    at = "sglext.spec_tokens_details"
     return SpecStats(
-        verify_ct=int(details.get("spec_verify_ct") or 0),
-        accept_length=details.get("spec_accept_length"),
-        correct_drafts=details.get("spec_num_correct_drafts"),
-        proposed_drafts=details.get("spec_num_proposed_drafts"),
-        source="sglext.spec_tokens_details",
+        verify_ct=count(details.get("spec_verify_ct"), f"{at}.spec_verify_ct", where) or 0,
+        accept_length=measure(details.get("spec_accept_length"), f"{at}.spec_accept_length", where),
+        correct_drafts=count(details.get("spec_num_correct_drafts"), f"{at}.spec_num_correct_drafts", where),
+        proposed_drafts=count(
+            details.get("spec_num_proposed_drafts"), f"{at}.spec_num_proposed_drafts", where
+        ),
+        source=at,
     )
 
 
-def _timings(response: dict[str, Any]) -> SpecStats | None:
+def _timings(response: dict[str, Any], where: str) -> SpecStats | None:
     timings = response.get("timings")
     if not isinstance(timings, dict) or "draft_n" not in timings:
         return None
     return SpecStats(
         verify_ct=0,  # not reported; drafted tokens are verified, so draft_n > 0 is the proof
-        correct_drafts=int(timings.get("draft_n_accepted") or 0),
-        proposed_drafts=int(timings.get("draft_n") or 0),
+        correct_drafts=count(timings.get("draft_n_accepted"), "timings.draft_n_accepted", where) or 0,
+        proposed_drafts=count(timings.get("draft_n"), "timings.draft_n", where) or 0,
         source="timings.draft_n",
     )
 
 
-def spec_from_answer(response: Any) -> SpecStats | None:
+def spec_from_answer(response: Any, where: str) -> SpecStats | None:
     """What the answer itself says about speculation (None: nothing; llama.cpp then drafted nothing or
-    has no draft model, SGLang was not asked or did not speculate)."""
+    has no draft model, SGLang was not asked or did not speculate). Each count is read strictly
+    (engines/values.py): a count that is none is an engine error naming it, never proof."""
     if not isinstance(response, dict):
         return None
-    return _sglext(response) or _timings(response)
+    sglext, timings = _sglext(response, where), _timings(response, where)  # both read: neither unchecked
+    return sglext or timings
 
 
 @dataclass(frozen=True)

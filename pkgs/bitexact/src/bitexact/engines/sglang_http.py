@@ -22,6 +22,7 @@ from bitexact.engines.concurrent import in_flight
 from bitexact.engines.http import HttpClient, HttpStatusError
 from bitexact.engines.sglang_shapes import parse_generate_output, request_fields
 from bitexact.engines.spec import EngineSpec
+from bitexact.engines.values import count
 from bitexact.errors import EngineError
 from bitexact.generation import Generation
 from bitexact.prompts import Prompt
@@ -181,13 +182,20 @@ class SGLangHttpEngine:
             now = time.perf_counter()
             if first is None and chunk.get("output_ids"):
                 first = now
-            last_meta = chunk.get("meta_info") or last_meta
+            meta = chunk.get("meta_info")
+            if meta is not None and not isinstance(meta, dict):
+                raise EngineError(
+                    f"{self.client.base}/generate: a streamed meta_info is {str(meta)[:60]!r}, not an object"
+                )
+            last_meta = meta or last_meta
         end = time.perf_counter()
         if first is None:
             raise EngineError(f"{self.client.base}/generate: the stream carried no tokens")
+        where = f"{self.client.base}/generate (streamed)"
+        sent = count(last_meta.get("prompt_tokens"), "meta_info.prompt_tokens", where)
         return Timing(
-            prompt_tokens=int(last_meta.get("prompt_tokens") or len(prompt.input_ids or ())),
-            new_tokens=int(last_meta.get("completion_tokens") or 0),
+            prompt_tokens=sent or len(prompt.input_ids or ()),
+            new_tokens=count(last_meta.get("completion_tokens"), "meta_info.completion_tokens", where) or 0,
             ttft_s=first - start,
             decode_s=end - first,
         )

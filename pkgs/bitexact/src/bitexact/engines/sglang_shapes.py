@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from bitexact.engines.base import Settings
-from bitexact.engines.values import generated_count, pair, token_id
+from bitexact.engines.values import count, generated_count, measure, pair, reason, token_id
 from bitexact.errors import EngineError
 from bitexact.generation import Generation, SpecStats, TopEntry
 from bitexact.prompts import Prompt
@@ -43,14 +43,20 @@ def request_fields(prompt: Prompt, settings: Settings) -> dict[str, Any]:
     return body
 
 
-def spec_stats(meta: dict[str, Any]) -> SpecStats | None:
+def spec_stats(meta: dict[str, Any], where: str) -> SpecStats | None:
+    """The speculation statistics of `meta_info`, each read strictly (engines/values.py)."""
     if not any(key in meta for key in SPEC_KEYS):
         return None
+
+    def field(*keys: str) -> int | None:
+        key = next((k for k in keys if k in meta), keys[0])
+        return count(meta.get(key), f"meta_info.{key}", where)
+
     return SpecStats(
-        verify_ct=int(meta.get("spec_verify_ct") or 0),
-        accept_length=meta.get("spec_accept_length"),
-        correct_drafts=meta.get("spec_num_correct_drafts", meta.get("spec_accepted_drafts")),
-        proposed_drafts=meta.get("spec_num_proposed_drafts", meta.get("spec_proposed_drafts")),
+        verify_ct=field("spec_verify_ct") or 0,
+        accept_length=measure(meta.get("spec_accept_length"), "meta_info.spec_accept_length", where),
+        correct_drafts=field("spec_num_correct_drafts", "spec_accepted_drafts"),
+        proposed_drafts=field("spec_num_proposed_drafts", "spec_proposed_drafts"),
         source="meta_info",
     )
 
@@ -99,12 +105,13 @@ def parse_generate_output(prompt: Prompt, out: Any, settings: Settings, where: s
         token_ids=token_ids,
         logprobs=logprobs,
         top_logprobs=top,
-        spec=spec_stats(meta),
-        latency_s=meta.get("e2e_latency"),
+        spec=spec_stats(meta, counted),
+        latency_s=measure(meta.get("e2e_latency"), "meta_info.e2e_latency", counted),
         meta={
-            "finish_reason": finish.get("type") if isinstance(finish, dict) else finish,
-            "prompt_tokens": meta.get("prompt_tokens"),
-            "completion_tokens": meta.get("completion_tokens"),
-            "cached_tokens": meta.get("cached_tokens"),  # prompt tokens the radix cache supplied
+            "finish_reason": reason(finish.get("type") if isinstance(finish, dict) else finish),
+            "prompt_tokens": count(meta.get("prompt_tokens"), "meta_info.prompt_tokens", counted),
+            "completion_tokens": count(meta.get("completion_tokens"), "meta_info.completion_tokens", counted),
+            # prompt tokens the radix cache supplied
+            "cached_tokens": count(meta.get("cached_tokens"), "meta_info.cached_tokens", counted),
         },
     )

@@ -3,10 +3,19 @@
 the infinities pass here and are named by answers.py, which refuses them). Anything else is an engine
 error naming where it was, never a value made up by int() or float(). A count of the tokens generated
 that the server sends beside them is held to the positions it sent (`generated_count`), in every
-dialect."""
+dialect.
+
+The other fields of an answer that a verdict, a record or a report uses (speculation statistics,
+latencies, the counts of prompt, generated and cached tokens) are read here too, by `count` and
+`measure`: a count is a whole number >= 0 (JSON `true` is not 1, `"5"` not 5, `4.0` not a count), a
+measure a finite number >= 0 (NaN, the infinities, text refused); either may be absent (None). What
+is neither is an engine error naming the field and the server, never a value taken as it came, which
+"proved" speculation from `"spec_verify_ct": true` and ended in an internal error at the results
+writer for a NaN latency."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from bitexact.errors import EngineError
@@ -42,3 +51,35 @@ def generated_count(counted: Any, n: int, what: str, where: str, hint: str = "")
             f"{where}: {what}: the server generated {counted} tokens but gave logprobs for {n}; positions "
             f"cannot be matched to tokens, so the answer is refused{hint}"
         )
+
+
+def count(value: Any, what: str, where: str) -> int | None:
+    """A count the answer carries (verify steps, drafted tokens, prompt or cached tokens): a whole number
+    >= 0, or None where the field is absent or null."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise EngineError(
+            f"{where}: {what} is {str(value)[:40]!r}, not a count (a whole number >= 0); the server's "
+            "answer cannot be taken as evidence of anything"
+        )
+    return value
+
+
+def measure(value: Any, what: str, where: str) -> float | None:
+    """A measure the answer carries (a latency in seconds, a mean accept length): a finite number >= 0,
+    or None where the field is absent or null."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise EngineError(
+            f"{where}: {what} is {str(value)[:40]!r}, not a measure (a finite number >= 0); the server's "
+            "answer cannot be taken as evidence of anything"
+        )
+    return float(value)
+
+
+def reason(value: Any) -> str | None:
+    """A finish reason as an answer's record keeps it: text, else none. A reason of another kind (a
+    number, NaN, a list) is no stop reason (answers.stopped), and is never stored as it came."""
+    return value if isinstance(value, str) else None

@@ -63,3 +63,17 @@ def compared_text(compared: dict[str, Any]) -> str:
         f"{what} at {compared['positions']} position{'s' if compared['positions'] != 1 else ''} of {prompts}"
         f"{short}"
     )
+
+
+def not_argmax_text(summary: dict[str, Any]) -> str:
+    """The verdict line's word on chosen tokens that are not their engine's reported argmax (summary.py)."""
+    found = summary.get("not_argmax") or []
+    if not found:
+        return ""
+    first = found[0]
+    return (
+        f"; {len(found)} chosen tokens are not their engine's reported argmax (first: side {first['side']}, "
+        f"prompt {first['prompt_id']!r}, position {first['position']}: chose {first['chosen']}, reported "
+        f"argmax {first['argmax']}, {first['kind']}), a difference in that engine's numerics, shown in the "
+        "report"
+    )

@@ -12,11 +12,14 @@ from bitexact.report.markdown import (
     BENCH_HEADER,
     DIVERGENCE_HEADER,
     DIVERGENCE_NOTE,
+    NOT_ARGMAX_HEADER,
+    NOT_ARGMAX_NOTE,
     RECORD_HEADER,
     REPEAT_HEADER,
     bench_rows,
     bench_verdict,
     divergence_rows,
+    not_argmax_rows,
     record_rows,
     reference_lines,
     repeat_rows,
@@ -157,6 +160,12 @@ Compared: {esc(compared_text(summary["compared_values"]))}.</p>
         body += f"<h2>Divergences</h2><p>{esc(DIVERGENCE_NOTE)}</p>" + table(
             DIVERGENCE_HEADER, rows, "divergences"
         )
+    inconsistent = not_argmax_rows(summary)
+    if inconsistent:
+        body += (
+            f"<h2>Chosen tokens that are not the engine's reported argmax</h2><p>{esc(NOT_ARGMAX_NOTE)}</p>"
+        )
+        body += table(NOT_ARGMAX_HEADER, inconsistent, "not-argmax")
     body += _contexts(comps)
     body += "<h2>Per prompt</h2>" + table(
         ["prompt", "equal", "first divergence", "first token divergence", "margin A", "margin B"],

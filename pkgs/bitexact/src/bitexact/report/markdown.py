@@ -66,6 +66,43 @@ DIVERGENCE_HEADER = [
 ]
 
 
+NOT_ARGMAX_NOTE = (
+    "Greedy decoding chooses the argmax, yet at these positions the answer's chosen token is not the argmax "
+    "its own top-k reports. below: another token has a higher logprob, so the engine chose by other bits "
+    "than those it reports (a speculative server's verify step against a one-token decode), a difference in "
+    "its numerics; tie: another token has the same logprob and is listed first; ignored: the higher one is "
+    "a token the request kept from being chosen (the end-of-sequence token under ignore_eos), as expected. "
+    "The answers were compared as they are."
+)
+NOT_ARGMAX_HEADER = [
+    "side",
+    "prompt",
+    "position",
+    "kind",
+    "chosen token",
+    "its logprob",
+    "reported argmax",
+    "argmax logprob",
+]
+
+
+def not_argmax_rows(summary: dict[str, Any]) -> list[list[str]]:
+    """The cells of the table of chosen tokens that are not their engine's reported argmax."""
+    return [
+        [
+            str(f["side"]),
+            str(f["prompt_id"]),
+            text(f["position"]),
+            str(f["kind"]),
+            text(f["chosen"]),
+            text(f["chosen_logprob"]),
+            text(f["argmax"]),
+            text(f["argmax_logprob"]),
+        ]
+        for f in summary.get("not_argmax") or []
+    ]
+
+
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
     cell = lambda s: s.replace("|", "\\|")  # noqa: E731
     return [
@@ -102,6 +139,16 @@ def comparison_markdown(summary: dict[str, Any]) -> str:
     ]
     if rows:
         lines += ["## Divergences", "", DIVERGENCE_NOTE, "", *table(DIVERGENCE_HEADER, rows), ""]
+    inconsistent = not_argmax_rows(summary)
+    if inconsistent:
+        lines += [
+            "## Chosen tokens that are not the engine's reported argmax",
+            "",
+            NOT_ARGMAX_NOTE,
+            "",
+            *table(NOT_ARGMAX_HEADER, inconsistent),
+            "",
+        ]
     texts = [c for c in comps if c.get("context")]
     if texts:
         lines += ["## Text at the first divergence", ""]
