@@ -161,7 +161,9 @@ def table(rows: list[tuple[Case, str]]) -> list[str]:
             command = command.replace(name, shown)
         command = command.replace("|", "\\|")
         cells = [case.id, case.what, f"`{command}`", message.replace("|", "\\|"), str(case.exit)]
-        out.append("| " + " | ".join(c.replace("\n", " ") for c in cells) + " |")
+        # A path that is not UTF-8 (held as surrogates) is shown escaped, as the tools show it: \xff.
+        shown = (c.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") for c in cells)
+        out.append("| " + " | ".join(c.replace("\n", " ") for c in shown) + " |")
     return out
 
 
@@ -191,7 +193,10 @@ def main(argv: list[str]) -> int:
     text = page.read_text()
     start, end = text.index(BEGIN), text.index(END)
     rows = [(c, results[c.id][1]) for c in CASES]
-    page.write_text(text[: start + len(BEGIN)] + "\n" + "\n".join(table(rows)) + "\n" + text[end:])
+    # Whole or not at all: a page cut by a failed write would lose its markers.
+    fresh = page.with_name(page.name + ".new")
+    fresh.write_text(text[: start + len(BEGIN)] + "\n" + "\n".join(table(rows)) + "\n" + text[end:])
+    fresh.replace(page)
     return 0
 
 
