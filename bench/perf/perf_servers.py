@@ -1,5 +1,5 @@
-"""The perf servers and the recipe they start from (issues 11, 18): which tree, recipe variant and
-speculation each named server runs, and how its own meta_info must show that it ran so.
+"""The perf servers and the recipe they start from: which tree, recipe variant and speculation each named
+server runs, and how its own meta_info must show that it ran so.
 
 Servers (SERVERS; variants of nix/recipes/perf-27b-shape.json, the recipe's argv with only the model paths
 changed and `--load-format dummy` added):
