@@ -22,15 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import lab_servers
-import run
+import perf_servers
+from run_errors import RunError
 
 VARIANT = "recipe"  # what a golden records: the recipe as published, speculation on
 
 
 def commands(args: argparse.Namespace, url: str, build_info: Path) -> list[tuple[str, list[str]]]:
     """(name, bitexact argv) in order: record the prompts and the long prompts, then check both."""
-    recipe = str(run.RECIPE)
-    tokenizer = str(run.model_dirs()[0])
+    recipe = str(perf_servers.RECIPE)
+    tokenizer = str(perf_servers.model_dirs()[0])
     long = ["--long", args.long, "--tokenizer", tokenizer]
     record = ["bitexact", "golden", "record", url, "--recipe", recipe, "--variant", VARIANT]
     record += ["--golden-dir", str(args.recorded), "--build-info", str(build_info)]
@@ -65,17 +66,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.golden_dir = args.golden_dir or lab_servers.REPO / "checks" / "golden"
     try:
-        run.check_ready(args.work)
-    except run.RunError as error:
+        perf_servers.check_ready(args.work)
+    except RunError as error:
         print(f"goldens: {error}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     args.recorded.mkdir(parents=True, exist_ok=True)
     build_info = args.out / "build-info.json"
     try:
-        build_info.write_text(lab_servers.tree_of(args.work, "patched").build_info(run.RECIPE))
+        build_info.write_text(lab_servers.tree_of(args.work, "patched").build_info(perf_servers.RECIPE))
         server = lab_servers.Server(
-            args.work, "patched", VARIANT, args.port, args.out / "server.log", run.RECIPE
+            args.work, "patched", VARIANT, args.port, args.out / "server.log", perf_servers.RECIPE
         )
     except (ValueError, RuntimeError) as error:  # gpuchecks' TreeError, PortTaken
         print(f"goldens: {error}", file=sys.stderr)

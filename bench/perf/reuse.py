@@ -12,7 +12,7 @@ one throwaway request first, so that no compile lands in a timed one. Rows are a
 `reuse.jsonl` as they come and a rerun keeps them (the run's settings are its first line; other
 settings are refused); `summary` gives the medians per P.
 
-Standard library only. Used by bench/perf/run.py (the radix servers' `reuse` stage).
+Standard library only. Used by bench/perf/measure.py (`run.py measure`: the radix servers' `reuse` stage).
 """
 
 from __future__ import annotations

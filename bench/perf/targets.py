@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import run  # bench/perf/run.py beside this file: the results folder's layout and readers
+import results_layout  # beside this file: the results folder's layout and readers
+from perf_servers import SERVERS
 
 Rows = dict[str, dict[int, dict[str, float]]]  # server -> prompt tokens -> bench row
 Cycles = dict[str, dict[int, dict[str, Any]]]  # server -> profiled context -> breakdown
@@ -130,11 +131,13 @@ TARGETS: tuple[Target, ...] = (
 def load(results: Path) -> tuple[Rows, Cycles]:
     """Every server's bench rows by prompt length and its profiles by context, read from RESULTS as
     `run.py summarize` reads them."""
-    servers = [results / name for name in run.SERVERS if (results / name).is_dir()]
-    rows: Rows = {f.name: {r["prompt_tokens"]: r for r in run.bench_rows(f)} for f in servers}
+    servers = [results / name for name in SERVERS if (results / name).is_dir()]
+    rows: Rows = {f.name: {r["prompt_tokens"]: r for r in results_layout.bench_rows(f)} for f in servers}
     cycles: Cycles = {}
     for f in servers:
-        cycles[f.name] = {n: json.loads(path.read_text()) for n, path in run.breakdown_files(f).items()}
+        cycles[f.name] = {
+            n: json.loads(path.read_text()) for n, path in results_layout.breakdown_files(f).items()
+        }
     if not any(rows.values()):
         raise SystemExit(f"targets: {results} holds no bench results (server folders with bench*.json)")
     return rows, cycles

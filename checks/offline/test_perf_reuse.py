@@ -76,13 +76,13 @@ def test_a_count_that_is_none_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_perf_summary_shows_the_reuse_table(tmp_path: Path) -> None:
-    import run
+    import summary
 
     found = reuse.summary([{"prefix": 2048, "trial": 0, "cold_s": 0.5, "warm_s": 0.1, "warm_cached": 2048}])
     for name in ("exact-spec-radix", "stock-spec-radix"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "reuse.json").write_text(json.dumps(found))
-    text = run.summarize(tmp_path)
+    text = summary.summarize(tmp_path)
     assert "## Prefix reuse" in text
     assert "| exact-spec-radix | 2048 | 500.0 | 100.0 | 0.2 | 2048 | 1 |" in text
     assert "| stock-spec-radix | 2048 |" in text

@@ -1,11 +1,12 @@
-"""The perf runner: the perf recipe differs from the recipe only in the model paths and
-`--load-format dummy`; the launcher turns its variants into the three servers; bench/perf/run.py checks
-the server's account of speculation, drives SGLang's profiling endpoints, packs results within the device
-tool's limits and builds the tables. No SGLang server can run here (no GPU): the profiling flow runs
-against a stand-in written from SGLang 0.5.20's `srt/entrypoints/http_server.py` (`/generate` streaming
-`data: {...}` lines ending `data: [DONE]`, `/start_profile`, `/stop_profile`, `/abort_request`) and
-`srt/managers/scheduler_components/profiler_manager.py` (with `num_steps` the profiler stops itself after
-that many forward steps and writes `<prefix>-<profile_id>-TP-0.trace.json.gz` into `output_dir`)."""
+"""The perf lab's measuring, packing and reporting (bench/perf/run.py and the modules it drives): the
+stages drive SGLang's profiling endpoints (stages.py), `bitexact bench` runs against an SGLang-shaped
+server, `measure` skips what exists and stops before running out of time (measure.py), the results are
+packed within the device tool's limits (pack.py) and the tables are built from them (summary.py). The
+servers themselves are test_perf_servers.py's. No SGLang server can run here (no GPU): the profiling flow
+runs against a stand-in written from SGLang 0.5.20's `srt/entrypoints/http_server.py` (`/generate`
+streaming `data: {...}` lines ending `data: [DONE]`, `/start_profile`, `/stop_profile`, `/abort_request`)
+and `srt/managers/scheduler_components/profiler_manager.py` (with `num_steps` the profiler stops itself
+after that many forward steps and writes `<prefix>-<profile_id>-TP-0.trace.json.gz` into `output_dir`)."""
 
 from __future__ import annotations
 
@@ -25,100 +26,17 @@ import perf_traces
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
-PERF = REPO / "nix" / "recipes" / "perf-27b-shape.json"
 sys.path.insert(0, str(REPO / "bench" / "perf"))
+import breakdown  # noqa: E402
+import lab_servers  # noqa: E402
+import pack  # noqa: E402
+import perf_servers  # noqa: E402
+import prefill  # noqa: E402
+import results_layout  # noqa: E402
 import run  # noqa: E402
-from exactlaunch.cli import plan  # noqa: E402
-from exactlaunch.recipe import load_recipe  # noqa: E402
-
-ADDED_VARIANTS = {
-    "perf-exact-spec", "perf-exact-spec-window", "perf-stock-spec", "perf-stock-no-spec",
-    "perf-exact-spec-radix", "perf-stock-spec-radix",
-}  # fmt: skip
-
-
-def test_the_perf_recipe_changes_only_the_model_paths_and_the_load_format() -> None:
-    recipe, perf = json.loads(RECIPE.read_text()), json.loads(PERF.read_text())
-    argv, perf_argv = recipe["launch"]["argv"], perf["launch"]["argv"]
-    assert perf_argv[-2:] == ["--load-format", "dummy"]
-    changed = [i for i, (a, b) in enumerate(zip(argv, perf_argv[:-2], strict=True)) if a != b]
-    assert [argv[i - 1] for i in changed] == ["--model-path", "--speculative-draft-model-path"]
-    assert [perf_argv[i] for i in changed] == [perf["model"]["path"], perf["drafter"]["path"]]
-    assert perf["launch"]["env"] == recipe["launch"]["env"]
-    assert perf["launch"]["servingFlags"] == recipe["launch"]["servingFlags"]
-    for key in ("engine", "deepGemm", "sampling", "reference", "schema"):
-        assert perf[key] == recipe[key], key
-    assert {k: v for k, v in perf["variants"].items() if k not in ADDED_VARIANTS} == recipe["variants"]
-    assert set(perf["variants"]) - set(recipe["variants"]) == ADDED_VARIANTS
-    assert perf["model"]["path"] == ".e2e/perf-27b/target"  # where bench/perf/host.sh model writes it
-    assert "bench/perf/model_27b.py .e2e/perf-27b" in (REPO / "bench" / "perf" / "host.sh").read_text()
-
-
-def test_the_four_servers_from_the_launcher() -> None:
-    recipe = load_recipe(PERF)
-    serving = {"--host": "127.0.0.1", "--port": "30000"}
-    launches = {name: plan(recipe, s.variant, serving, {}, "python3") for name, s in run.SERVERS.items()}
-    exact, stock, plain = launches["exact-spec"], launches["stock-spec"], launches["exact-no-spec"]
-    reference = launches["stock-no-spec"]
-    assert exact.exact and not stock.exact and plain.exact and not reference.exact
-    assert [a for a in plain.argv if a != "--enable-deterministic-inference"] == reference.argv
-    assert [a for a in exact.argv if a != "--enable-deterministic-inference"] == stock.argv
-    assert exact.argv[3:-4] == list(recipe.argv[3:])  # the recipe's argv, then --host/--port
-    assert "--speculative-algorithm" not in plain.argv and "--load-format" in plain.argv
-    for launch in (exact, stock):
-        assert launch.env.decided["SGLANG_SIMULATE_ACC_LEN"] == "5"
-        assert launch.env.decided["SGLANG_SIMULATE_ACC_TOKEN_MODE"] == "real-draft-token"
-    assert "SGLANG_SIMULATE_ACC_LEN" not in plain.env.decided | reference.env.decided
-    assert [run.accept_len(s) for s in run.SERVERS.values()] == [5.0, 5.0, 5.0, None, None, 5.0, 5.0]
-    for name, plain_twin in (("exact-spec-radix", exact), ("stock-spec-radix", stock)):
-        radix = launches[name]
-        assert run.SERVERS[name].reuse and radix.exact == plain_twin.exact
-        assert "--disable-radix-cache" in plain_twin.argv
-        assert [a for a in plain_twin.argv if a != "--disable-radix-cache"] == radix.argv
-    window = launches["exact-spec-window"]
-    assert window.exact and window.env.decided["SGLANG_SIMULATE_ACC_LEN"] == "5"
-    at = window.argv.index("--speculative-draft-window-size")
-    assert window.argv[at + 1] == "4096" and [*window.argv[:at], *window.argv[at + 2 :]] == exact.argv
-    assert {s.tree for s in run.SERVERS.values()} == {"patched", "stock"}
-    assert run.SERVERS["stock-spec"].tree == "stock" and run.SERVERS["exact-spec"].tree == "patched"
-    assert run.SERVERS["stock-no-spec"].tree == "stock"
-
-
-def test_server_commands_through_the_product_runner(tmp_path: Path) -> None:
-    """The runner's trees (lab_servers.py) with the perf recipe: the launcher for the patched tree (it carries
-    the series' manifest), the launcher's printed argv and env for the stock tree (run for real:
-    `exactlaunch.cli --print`), plus the lab's host settings."""
-    (tmp_path / "patched" / "sglang" / "srt").mkdir(parents=True)
-    (tmp_path / "patched" / "sglang" / "srt" / "bitexact_manifest.json").write_text("{}")
-    tree = run.lab_servers.tree_of
-    argv, env = tree(tmp_path, "patched").server_command(run.RECIPE, "perf-exact-spec", 30001)
-    assert argv[1:] == [
-        "-m", "exactlaunch.cli", "--recipe", str(PERF), "--variant", "perf-exact-spec",
-        "--host", "127.0.0.1", "--port", "30001",
-    ]  # fmt: skip
-    argv, env = tree(tmp_path, "stock").server_command(run.RECIPE, "perf-stock-spec", 30001)
-    assert "--enable-deterministic-inference" not in argv and argv[-6:] == [
-        "--load-format", "dummy", "--host", "127.0.0.1", "--port", "30001",
-    ]  # fmt: skip
-    assert env["SGLANG_SIMULATE_ACC_LEN"] == "5" and env["SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK"] == "1"
-    assert env["SGLANG_ENABLE_JIT_DEEPGEMM"] == "0" and env["PYTHONPATH"].startswith(str(tmp_path / "stock"))
-
-
-def test_meta_info_must_show_the_stated_speculation() -> None:
-    spec, plain = run.SERVERS["exact-spec"], run.SERVERS["exact-no-spec"]
-    simulated = {"completion_tokens": 128, "spec_accept_length": 5.0, "spec_verify_ct": 26}
-    assert run.check_meta(spec, simulated)["ok"]
-    real = {"completion_tokens": 128, "spec_accept_length": 1.02, "spec_verify_ct": 125}  # not simulated
-    assert not run.check_meta(spec, real)["ok"]
-    assert "speculation did not run" in run.check_meta(spec, {"completion_tokens": 128})["check"]
-    assert run.check_meta(plain, {"completion_tokens": 128})["ok"]
-    assert not run.check_meta(plain, simulated)["ok"]
-
-
-def test_a_bare_machine_is_named_with_the_fix(tmp_path: Path) -> None:
-    with pytest.raises(run.RunError, match=r"host\.sh stash"):
-        run.check_ready(tmp_path)
+import run_errors  # noqa: E402
+import stages  # noqa: E402
+import summary  # noqa: E402
 
 
 class StandIn:
@@ -229,7 +147,7 @@ def test_profile_drives_sglangs_endpoints(tmp_path: Path, spec_trace: dict[str, 
     stand_in = StandIn(spec_trace)
     try:
         out = tmp_path / "results" / "exact-spec"
-        trace = run.profile(run.SERVERS["exact-spec"], _args(tmp_path), out, stand_in.port, 300)
+        trace = stages.profile(perf_servers.SERVERS["exact-spec"], _args(tmp_path), out, stand_in.port, 300)
     finally:
         stand_in.close()
     assert trace.name == "perf-exact-spec-TP-0.trace.json.gz"
@@ -241,18 +159,18 @@ def test_profile_drives_sglangs_endpoints(tmp_path: Path, spec_trace: dict[str, 
     assert start["with_stack"] is False and start["record_shapes"] is False
     assert len(dict(stand_in.calls)["/generate"]["input_ids"]) == 300
     assert stand_in.profile and stand_in.profile["started_at"] >= 8  # after decode is under way
-    assert run.breakdown.analyse(run.breakdown.load_events(trace))["cycles"] == 3
+    assert breakdown.analyse(breakdown.load_events(trace))["cycles"] == 3
 
 
 def test_profile_stops_the_profiler_when_the_request_ends_first(
     tmp_path: Path, spec_trace: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stand_in = StandIn(spec_trace)
-    monkeypatch.setattr(run, "PROFILE_TOKENS", 12)  # the request ends before the 50 profiled steps
-    monkeypatch.setattr(run, "PROFILE_WAIT_S", 3.0)
+    monkeypatch.setattr(stages, "PROFILE_TOKENS", 12)  # the request ends before the 50 profiled steps
+    monkeypatch.setattr(stages, "PROFILE_WAIT_S", 3.0)
     try:
-        trace = run.profile(
-            run.SERVERS["exact-spec"],
+        trace = stages.profile(
+            perf_servers.SERVERS["exact-spec"],
             _args(tmp_path, profile_steps=50),
             tmp_path / "r" / "x",
             stand_in.port,
@@ -270,8 +188,8 @@ def test_prefill_profile_records_one_whole_request_with_shapes(tmp_path: Path) -
     stand_in = StandIn(trace)
     try:
         out = tmp_path / "results" / "exact-no-spec"
-        found = run.prefill_profile(
-            run.SERVERS["exact-no-spec"], _args(tmp_path, prefill_prompt=500), out, stand_in.port
+        found = stages.prefill_profile(
+            perf_servers.SERVERS["exact-no-spec"], _args(tmp_path, prefill_prompt=500), out, stand_in.port
         )
     finally:
         stand_in.close()
@@ -283,7 +201,7 @@ def test_prefill_profile_records_one_whole_request_with_shapes(tmp_path: Path) -
     generate = dict(stand_in.calls)["/generate"]
     assert len(generate["input_ids"]) == 500 and generate["sampling_params"]["max_new_tokens"] == 1
     assert not generate.get("stream")
-    assert run.prefill.analyse(run.breakdown.load_events(found))["steps"] == {"EXTEND": 2}
+    assert prefill.analyse(breakdown.load_events(found))["steps"] == {"EXTEND": 2}
 
 
 def _results(tmp_path: Path, spec_trace: dict[str, Any]) -> Path:
@@ -318,7 +236,7 @@ def _results(tmp_path: Path, spec_trace: dict[str, Any]) -> Path:
         (folder / "prefill").mkdir()
         with gzip.open(folder / "prefill" / f"prefill-{name}-prefill-TP-0.trace.json.gz", "wt") as f:
             json.dump(prefills[name], f)
-        found = run.prefill.analyse(prefills[name]["traceEvents"], source=name)
+        found = prefill.analyse(prefills[name]["traceEvents"], source=name)
         (folder / "prefill.json").write_text(json.dumps(found))
         long = {"prompt_tokens": 131072, "new_tokens": 128, "runs": 1, "ttft_s": 9.0, "decode_tps": 20.0}
         (folder / "bench-long.json").write_text(json.dumps({"verb": "bench", "rows": [long]}))
@@ -329,7 +247,9 @@ def _results(tmp_path: Path, spec_trace: dict[str, Any]) -> Path:
         ]
         (folder / "bench.json").write_text(json.dumps({"verb": "bench", "rows": rows}))
         meta = {"spec_accept_length": 5.0, "spec_verify_ct": 26, "completion_tokens": 128}
-        (folder / "meta.json").write_text(json.dumps(run.check_meta(run.SERVERS[name], meta)))
+        (folder / "meta.json").write_text(
+            json.dumps(perf_servers.check_meta(perf_servers.SERVERS[name], meta))
+        )
         (folder / "run.json").write_text(json.dumps({"server": name, "ready_s": 100.0}))
         (folder / "server.log").write_text("log\n")
     return results
@@ -347,39 +267,24 @@ def test_bench_runs_bitexact_against_an_sglang_shaped_server(tmp_path: Path) -> 
     out = tmp_path / "results" / "stock-spec"
     out.mkdir(parents=True)
     with FakeServer(Backend(model)) as server:
-        summary = run.bench(
-            run.SERVERS["stock-spec"], args, out, server.port, remaining=120, plan=("bench", "40,60", 0)
+        found = stages.bench(
+            perf_servers.SERVERS["stock-spec"],
+            args,
+            out,
+            server.port,
+            remaining=120,
+            plan=("bench", "40,60", 0),
         )
-    assert [r["prompt_tokens"] for r in summary["rows"]] == [40, 60]
-    assert all(r["new_tokens"] == 4 and r["decode_tps"] > 0 for r in summary["rows"])
-    assert all(r["runs"] == 3 for r in summary["rows"])  # medians of --runs timed runs
+    assert [r["prompt_tokens"] for r in found["rows"]] == [40, 60]
+    assert all(r["new_tokens"] == 4 and r["decode_tps"] > 0 for r in found["rows"])
+    assert all(r["runs"] == 3 for r in found["rows"])  # medians of --runs timed runs
     assert list((out / "bench").glob("bench-*.jsonl"))  # bitexact's resumable timings
-
-
-def test_fewer_request_slots_are_a_recipe_copy_the_servers_start_from(tmp_path: Path) -> None:
-    """--max-running-requests replaces the recipe's value in a copy (nothing else changes), the servers
-    start from that copy through the launcher, and run.json records the slots either way."""
-    args = _args(tmp_path, max_running_requests=2)
-    copy = run.served_recipe(args)
-    original, changed = json.loads(PERF.read_text()), json.loads(copy.read_text())
-    argv = changed["launch"]["argv"]
-    assert argv[argv.index("--max-running-requests") + 1] == "2"
-    argv[argv.index("--max-running-requests") + 1] = "8"
-    assert changed == original and copy.parent == args.results
-    assert run.max_running(args) == 2 and run.max_running(_args(tmp_path)) == 8
-    assert run.served_recipe(_args(tmp_path)) == run.RECIPE
-    (tmp_path / "patched" / "sglang" / "srt").mkdir(parents=True)
-    (tmp_path / "patched" / "sglang" / "srt" / "bitexact_manifest.json").write_text("{}")
-    argv, _ = run.lab_servers.tree_of(tmp_path, "patched").server_command(copy, "perf-exact-spec", 30001)
-    assert argv[argv.index("--recipe") + 1] == str(copy)
-    with pytest.raises(ValueError, match="sets no --no-such-flag"):
-        run.lab_servers.with_launch_value(PERF, "--no-such-flag", "1", tmp_path / "x.json")
 
 
 def test_pack_stays_within_the_device_tools_limits(tmp_path: Path, spec_trace: dict[str, Any]) -> None:
     results = _results(tmp_path, spec_trace)
     out = tmp_path / "OUT"
-    written = run.pack(results, out, list(run.SERVERS))
+    written = pack.pack(results, out, list(perf_servers.SERVERS))
     assert sorted(p.name for p in written) == [
         "perf-exact-spec.tar.gz",
         "perf-exact-spec.txt",
@@ -394,15 +299,15 @@ def test_pack_stays_within_the_device_tools_limits(tmp_path: Path, spec_trace: d
     assert "exact-spec/prefill/prefill-exact-spec-prefill-TP-0.trace.json.gz" in names
     text = (out / "perf-exact-spec.txt").read_text()
     assert "accept length 5.00 over 26 verify steps" in text and "131072 tokens: 20.00 t/s" in text
-    limit = run.MAX_FILE_BYTES
+    limit = pack.MAX_FILE_BYTES
     try:
-        run.MAX_FILE_BYTES = 10  # over the limit: packed again without the traces
-        run.pack(results, tmp_path / "OUT2", ["exact-spec"])
+        pack.MAX_FILE_BYTES = 10  # over the limit: packed again without the traces
+        pack.pack(results, tmp_path / "OUT2", ["exact-spec"])
         with tarfile.open(tmp_path / "OUT2" / "perf-exact-spec.tar.gz") as tar:
             names = tar.getnames()
         assert "exact-spec/prefill.json" in names and not [n for n in names if n.endswith(".trace.json.gz")]
     finally:
-        run.MAX_FILE_BYTES = limit
+        pack.MAX_FILE_BYTES = limit
 
 
 def test_summarize_builds_the_tables_and_the_labelled_estimate(
@@ -415,7 +320,7 @@ def test_summarize_builds_the_tables_and_the_labelled_estimate(
     (results / "stock-spec" / "bench-long.json").unlink()
     (results / "exact-spec" / "bench-long.json").unlink()
     (results / "exact-spec" / "bench-128k.json").write_text(json.dumps(long))
-    text = run.summarize(results)
+    text = summary.summarize(results)
     assert "| 131072 | 20.0 | 9.00 | - | - |" in text
     assert "| 2200 | 1.00 | 1.00 |" in text and "| 131072 | - | - |" in text  # the ratio table
     assert "### exact-spec against stock-spec" in text
@@ -427,8 +332,8 @@ def test_summarize_builds_the_tables_and_the_labelled_estimate(
     assert "| exact-spec | 5 | 102.0 |" in text  # 5 tokens at 49 t/s, the 2200-token bench row
     assert text.count("**A model, not a measurement**") == 2  # small-M route assumed, and H200 GEMMs kept
     assert "| gemm | 430.0 | 107.5 | 4.00 | bandwidth |" in text
-    with pytest.raises(run.RunError, match="no server folders"):
-        run.summarize(tmp_path / "empty")
+    with pytest.raises(run_errors.RunError, match="no server folders"):
+        summary.summarize(tmp_path / "empty")
 
 
 def _assembled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -440,7 +345,7 @@ def _assembled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for sub in ("target", "drafter"):
         (models / sub).mkdir(parents=True)
         (models / sub / "config.json").write_text("{}")
-    monkeypatch.setattr(run, "model_dirs", lambda: (models / "target", models / "drafter"))
+    monkeypatch.setattr(perf_servers, "model_dirs", lambda: (models / "target", models / "drafter"))
 
 
 def test_measure_skips_finished_servers_and_stops_before_running_out_of_time(
@@ -449,19 +354,21 @@ def test_measure_skips_finished_servers_and_stops_before_running_out_of_time(
     results = _results(tmp_path, spec_trace)
     _assembled(tmp_path, monkeypatch)
     started: list[str] = []
-    monkeypatch.setattr(run.lab_servers, "Server", lambda *a, **k: started.append(a[2]))
+    monkeypatch.setattr(lab_servers, "Server", lambda *a, **k: started.append(a[2]))
     base = ["measure", "--work", str(tmp_path), "--results", str(results), "--server", "exact-spec"]
-    assert run.main([*base, "--deadline-s", "100"]) == run.OUT_OF_TIME  # the default lengths owe the
+    assert run.main([*base, "--deadline-s", "100"]) == run_errors.OUT_OF_TIME  # the default lengths owe the
     assert started == []  # 32768- and 131072-token profiles, and 100 s is too little to start a server
     argv = [*base, "--profile-prompt", "2200"]
     assert run.main(argv) == 0 and started == []  # finished (its legacy breakdown.json is the 2200 one)
     (results / "exact-spec" / "prefill.json").unlink()
-    assert run.main([*argv, "--deadline-s", "100"]) == run.OUT_OF_TIME  # the prefill profile is owed
+    assert run.main([*argv, "--deadline-s", "100"]) == run_errors.OUT_OF_TIME  # the prefill profile is owed
     assert run.main([*argv, "--prefill-prompt", "0"]) == 0 and started == []
     tagged = [*argv, "--bench-tag", "128k", "--lengths", "131072", "--no-profile", "--deadline-s", "100"]
-    assert run.main(tagged) == run.OUT_OF_TIME  # a further bench is new work (and here too little time)
+    assert (
+        run.main(tagged) == run_errors.OUT_OF_TIME
+    )  # a further bench is new work (and here too little time)
     argv[argv.index("exact-spec")] = "exact-no-spec"
-    assert run.main([*argv, "--deadline-s", "100"]) == run.OUT_OF_TIME and started == []
+    assert run.main([*argv, "--deadline-s", "100"]) == run_errors.OUT_OF_TIME and started == []
 
 
 def _function(source: str, name: str) -> str:
@@ -537,9 +444,9 @@ def test_measure_runs_an_owed_prefill_stage_end_to_end(
         def stop(self) -> None:
             self.stopped = True
 
-    monkeypatch.setattr(run.lab_servers, "Server", Server)
+    monkeypatch.setattr(lab_servers, "Server", Server)
     meta = {"spec_accept_length": 5.0, "spec_verify_ct": 26, "completion_tokens": 128}
-    monkeypatch.setattr(run.lab_servers, "meta_sample", lambda *a, **k: meta)
+    monkeypatch.setattr(lab_servers, "meta_sample", lambda *a, **k: meta)
     trace = perf_traces.add_prefill_gpu(
         perf_traces.prefill_cpu_trace(tmp_path / "p.json", 2), "_exact_gemm_kernel", 1.0
     )
@@ -578,9 +485,9 @@ def test_profiles_at_every_length_are_measured_and_named_by_length(
         def stop(self) -> None:
             pass
 
-    monkeypatch.setattr(run.lab_servers, "Server", Server)
+    monkeypatch.setattr(lab_servers, "Server", Server)
     meta = {"spec_accept_length": 5.0, "spec_verify_ct": 26, "completion_tokens": 128}
-    monkeypatch.setattr(run.lab_servers, "meta_sample", lambda *a, **k: meta)
+    monkeypatch.setattr(lab_servers, "meta_sample", lambda *a, **k: meta)
     stand_in = StandIn(spec_trace)
     try:
         argv = ["measure", "--work", str(tmp_path), "--results", str(results), "--server", "exact-spec"]
@@ -589,11 +496,11 @@ def test_profiles_at_every_length_are_measured_and_named_by_length(
     finally:
         stand_in.close()
     folder = results / "exact-spec"
-    assert sorted(run.breakdown_files(folder)) == [300, 400, 2200]
+    assert sorted(results_layout.breakdown_files(folder)) == [300, 400, 2200]
     assert (folder / "profile-300").is_dir() and (folder / "breakdown-400.md").exists()
     generated = [body for path, body in stand_in.calls if path == "/generate"]
     assert [len(body["input_ids"]) for body in generated] == [300, 400]  # 2200 was there already
-    text = run.summarize(results)
+    text = summary.summarize(results)
     assert "## Where the GPU time goes, per cycle, at 300 tokens of context" in text
     assert "| exact-spec | 400 |" in text and "| exact-spec | 2200 |" in text
 
@@ -603,63 +510,3 @@ def test_profile_lengths_are_checked() -> None:
     for bad in ("", "2200,", "x", "0", "-5,100"):
         with pytest.raises(argparse.ArgumentTypeError):
             run.profile_lengths(bad)
-
-
-def test_the_27b_goldens_are_recorded_before_they_are_checked(tmp_path: Path) -> None:
-    """bench/perf/goldens.py's commands, parsed by bitexact's own parser: record the prompts and the long
-    prompts into --recorded first; with --check, check both against the committed goldens (the card's own
-    or its family's), at the golden's long lengths and with the 27B shape's tokenizer."""
-    import goldens
-    from bitexact.cli import build_parser
-
-    args = argparse.Namespace(
-        recorded=tmp_path / "rec", out=tmp_path / "out", long="16k", build_id="abc", check=True,
-        golden_dir=REPO / "checks" / "golden",
-    )  # fmt: skip
-    planned = goldens.commands(args, "sglang+http://127.0.0.1:30000", tmp_path / "info.json")
-    assert [name for name, _ in planned] == ["record", "record-long", "check", "check-long"]
-    parser = build_parser()
-    for name, command in planned:
-        parsed = parser.parse_args(command[1:])
-        assert Path(parsed.recipe) == run.RECIPE and parsed.variant == "recipe"
-        assert parsed.golden_dir == (args.recorded if name.startswith("record") else args.golden_dir)
-        assert (parsed.long == "16k") == name.endswith("-long")
-        assert parsed.build_info == tmp_path / "info.json"
-    args.check = False
-    assert [name for name, _ in goldens.commands(args, "u", tmp_path)] == ["record", "record-long"]
-
-
-# The lent card's runs (docs/evidence/perf-*): each server folder ran what its name in run.SERVERS says.
-PERF_RUNS = sorted((REPO / "docs" / "evidence").glob("perf-*"))
-
-
-def _logged_server_args(log: Path) -> dict:
-    line = next(x for x in log.read_text().splitlines() if "server_args={" in x)
-    return ast.literal_eval(line.split("server_args=", 1)[1])
-
-
-@pytest.mark.evidence
-@pytest.mark.parametrize("evidence", PERF_RUNS, ids=lambda p: p.name)
-def test_every_committed_server_ran_what_its_name_says(evidence: Path) -> None:
-    ran = {name: spec for name, spec in run.SERVERS.items() if (evidence / name).is_dir()}
-    assert len(ran) >= 2, sorted(ran)
-    for name, spec in ran.items():
-        folder = evidence / name
-        meta = json.loads((folder / "meta.json").read_text())
-        assert meta["ok"], name
-        if (folder / "bench.json").exists():
-            identity = json.loads((folder / "bench.json").read_text())["identity"]
-            assert identity["enable_deterministic_inference"] is (spec.tree == "patched"), name
-            assert (identity["speculative_algorithm"] == "DFLASH") is spec.speculative, name
-            assert "--load-format dummy" in identity["launch_command"], name
-        else:  # a server that measured prefix reuse alone: its log's server_args say what ran
-            args = _logged_server_args(folder / "server.log.head-tail")
-            assert args["enable_deterministic_inference"] is (spec.tree == "patched"), name
-            assert (args["speculative_algorithm"] == "DFLASH") is spec.speculative, name
-            assert args["load_format"] == "dummy", name
-            assert args["disable_radix_cache"] is False and (folder / "reuse.json").exists(), name
-        if not (folder / "run.json").exists():  # a run cut by the end of the device time (its calls.md)
-            assert (evidence / name, evidence.name) == (folder, "perf-h200-2026-12-01-long-context")
-            continue
-        run_json = json.loads((folder / "run.json").read_text())
-        assert run_json["variant"] == spec.variant and run_json["tree"] == spec.tree, name
