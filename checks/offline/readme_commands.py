@@ -132,8 +132,7 @@ def _argparse_problem(parse: Callable[[], object]) -> str | None:
 
 
 def _variant_problem(recipe: Path, name: str) -> str | None:
-    from exactlaunch.recipe import RecipeError, load_recipe
-    from exactlaunch.variants import variant_named
+    from exactlaunch.recipe import RecipeError, load_recipe, variant_named
 
     try:
         variant_named(load_recipe(recipe), name)

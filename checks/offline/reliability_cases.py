@@ -3663,12 +3663,3 @@ CASES += [
         r"'foo-1.0=sha256-abc': 'sha256-abc' is not an SRI sha256 \(sha256- and 44 base64 characters",
     ),
 ]
-
-from reliability_cases_writes import CASES as _WRITES  # noqa: E402  (it imports this module: last)
-
-CASES += _WRITES
-CASES += __import__("reliability_cases_formats").CASES  # the shared file reader and schema check
-CASES += __import__("reliability_cases_http").CASES  # bitexact's HTTP exchange
-CASES += __import__("reliability_cases_launcher_env").CASES  # the launcher's environment values
-CASES += __import__("reliability_cases_lock_os").CASES  # pinlock and the operating system
-CASES += __import__("reliability_cases_answers").CASES  # answer fields, self-reports, resume keys

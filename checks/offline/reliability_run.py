@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from canned_sglang import CannedSGLang  # noqa: E402
 from net_support import free_port  # noqa: E402
-from reliability_cases import CASES, COMMAND_NAMES, PROGRAMS, REPO, SOURCES, Case  # noqa: E402
+from reliability_catalogue import CASES, COMMAND_NAMES, PROGRAMS, REPO, SOURCES, Case  # noqa: E402
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,16 @@ from typing import Any
 import pytest
 from exactlaunch.cli import plan
 from exactlaunch.environment import build_env, deep_gemm_cache_key
-from exactlaunch.recipe import RecipeError, load_recipe, parse_recipe
-from exactlaunch.variants import append_serving_flags, apply_variant, set_flag, unset_flag, variant_named
+from exactlaunch.recipe import (
+    RecipeError,
+    append_serving_flags,
+    apply_variant,
+    load_recipe,
+    parse_recipe,
+    set_flag,
+    unset_flag,
+    variant_named,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE_PATH = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import reliability_cases as catalogue  # noqa: E402
+import reliability_catalogue as catalogue  # noqa: E402
 import reliability_run as runner  # noqa: E402
 
 PAGE = catalogue.REPO / "docs" / "reliability.md"

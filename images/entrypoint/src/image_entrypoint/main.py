@@ -25,8 +25,7 @@ from exactlaunch.crash import one_line
 from exactlaunch.options import Once, strict_parser, typed
 from exactlaunch.preflight import PreflightFailure
 from exactlaunch.preflight import preflight as engine_preflight
-from exactlaunch.recipe import Recipe, RecipeError, load_recipe
-from exactlaunch.variants import apply_variant, variant_named
+from exactlaunch.recipe import Recipe, RecipeError, apply_variant, load_recipe, variant_named
 from gpuhost.cards import rows_with_slug
 
 from image_entrypoint.checks import PreflightError

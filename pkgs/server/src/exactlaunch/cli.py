@@ -20,8 +20,14 @@ from exactlaunch.crash import one_line
 from exactlaunch.environment import DEEP_GEMM_VAR, RECIPE_VAR, EnvError, LaunchEnv, build_env, check_caller
 from exactlaunch.options import Once, given, strict_parser, typed
 from exactlaunch.preflight import installed_package_dir, preflight
-from exactlaunch.recipe import Recipe, RecipeError, load_recipe
-from exactlaunch.variants import append_serving_flags, apply_variant, variant_named
+from exactlaunch.recipe import (
+    Recipe,
+    RecipeError,
+    append_serving_flags,
+    apply_variant,
+    load_recipe,
+    variant_named,
+)
 
 EXACT_FLAG = "--enable-deterministic-inference"
 PROG = "bitexact-server"

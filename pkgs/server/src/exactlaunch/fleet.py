@@ -27,8 +27,7 @@ import exactformats
 
 from exactlaunch import strictjson, values
 from exactlaunch.crash import one_line
-from exactlaunch.recipe import RecipeError
-from exactlaunch.variants import set_flag
+from exactlaunch.recipe import RecipeError, set_flag
 
 MEM_FLAG = "--mem-fraction-static"
 GPU_FLAG = "--base-gpu-id"
