@@ -277,3 +277,13 @@ def test_a_regenerated_file_is_compared_with_what_its_command_prints(tmp_path: P
     (tmp_path / "ev" / "run" / "in.txt").write_text("row\n")
     item = Regenerated("run", "out.txt", ("print.py", "{folder}"))
     assert run_regenerated(item, tmp_path / "ev", tmp_path) == "ROW\n"
+
+
+def test_the_figures_page_is_what_the_claims_say() -> None:
+    """docs/figures.md lists every figure the reference pages quote, with its run, file and field, as
+    checks/offline/figures_page.py writes it from the claims: a changed claim or page shows here."""
+    import figures_page
+
+    assert (REPO / "docs" / "figures.md").read_text() == figures_page.page(), (
+        "docs/figures.md is stale: run python checks/offline/figures_page.py --write docs/figures.md"
+    )
