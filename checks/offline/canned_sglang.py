@@ -1,6 +1,6 @@
 """A server in SGLang 0.5.20's shapes (bitexact/bx_fake_servers.py's FakeServer, whose shapes cite SGLang's
 sources) answering with canned, deterministic values instead of a model's: what a broken or
-misconfigured server sends, for the bad-input catalogue (reliability_cases.py) and the battery commands
+misconfigured server sends, for the bad-input catalogue (reliability_catalogue.py) and the battery commands
 (test_battery_commands.py), without a model to load.
 
 Behaviours: `normal`; `nan` and `inf` (position 2 of every answer; written with Python's json, which

@@ -161,7 +161,7 @@ def test_one_server_through_two_apis_is_one_engine(tmp_path, capsys):
 
 
 def _line(**changes: object) -> dict:
-    from reliability_cases import HISTORY_LINE
+    from reliability_setup import HISTORY_LINE
 
     return {**json.loads(HISTORY_LINE), **changes}
 
