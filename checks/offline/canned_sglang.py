@@ -8,7 +8,7 @@ writes the non-standard literals a server with broken numerics sends); `short` (
 `empty` (no tokens at all), `notop` (no top-k alternatives), `sometop` (alternatives at the first
 position only), `positive` (logprobs of +0.5: a probability above 1): answers that cannot be compared
 in full (bitexact/answers.py); `shapeless` (the first `output_token_logprobs` entry an object, not a
-`(logprob, token_id, text)` triple: what the fuzzer, test_bitexact_fuzz.py, first sent);
+`(logprob, token_id, text)` triple: what the fuzzer, test_bitexact_fuzz_answers.py, first sent);
 `badid` (the token id -5 at position 0: an id no engine can produce); `dupkey` (`output_ids` given
 twice in the answer, the first copy other ids: JSON whose meaning depends on which copy a reader keeps);
 `stopped` (half the tokens asked, with SGLang's stop reason: an engine that stopped at a stop token,

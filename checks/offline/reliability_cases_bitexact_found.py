@@ -24,7 +24,7 @@ from reliability_setup import (
 )
 
 CASES: list[Case] = [
-    # bitexact, issue 28: what the fuzzer (checks/offline/bitexact/test_bitexact_fuzz.py) found
+    # bitexact, issue 28: what the fuzzer (checks/offline/bitexact/test_bitexact_fuzz_*.py) found
     Case(
         "bx-fuzz-prompt-surrogate",
         "bitexact",
