@@ -5,9 +5,11 @@
 `docker`: runs containers (checks/offline/test_image_container.py; `.ci/run` installs and starts what
 it needs). `browser`: runs a real headless browser (Debian's `chromium`, which .ci/run installs), which a
 Nix build sandbox does not offer either. `evidence`: reads the raw results under docs/evidence, which the
-flake check's source leaves out (it carries each folder's claims.json and the pages). A test that needs
-none carries no marker; `checks/offline/sandbox_selection.py` runs exactly those
-(`-m "not network and not nix and not docker and not browser and not evidence"`), here without network or
+flake check's source leaves out (it carries each folder's claims.json and the pages). `repository`: reads
+the whole repository through git (the house's rules, test_house.py), of which the flake check's source is
+a part, without git. A test that needs none carries no marker; `checks/offline/sandbox_selection.py` runs
+exactly those (`-m "not network and not nix and not docker and not browser and not evidence and not
+repository"`), here without network or
 Nix and as the `python-offline-tests` flake check.
 
 Modules mark whole files with `pytestmark`, single tests with decorators, and tests that use a fixture
@@ -26,6 +28,8 @@ MARKERS = {
     "browser": "renders in a headless browser (Debian's chromium); deselect with -m 'not browser'",
     "evidence": "reads raw results under docs/evidence (the offline flake check carries only each folder's "
     "claims.json and the pages); deselect with -m 'not evidence'",
+    "repository": "reads the whole repository through git (the offline flake check's source is a part of it, "
+    "without git); deselect with -m 'not repository'",
 }
 
 

@@ -1,6 +1,6 @@
 """A server in SGLang 0.5.20's shapes (bitexact/bx_fake_servers.py's FakeServer, whose shapes cite SGLang's
 sources) answering with canned, deterministic values instead of a model's: what a broken or
-misconfigured server sends, for the bad-input catalogue (reliability_cases.py) and the battery commands
+misconfigured server sends, for the bad-input catalogue (reliability_catalogue.py) and the battery commands
 (test_battery_commands.py), without a model to load.
 
 Behaviours: `normal`; `nan` and `inf` (position 2 of every answer; written with Python's json, which
@@ -8,7 +8,7 @@ writes the non-standard literals a server with broken numerics sends); `short` (
 `empty` (no tokens at all), `notop` (no top-k alternatives), `sometop` (alternatives at the first
 position only), `positive` (logprobs of +0.5: a probability above 1): answers that cannot be compared
 in full (bitexact/answers.py); `shapeless` (the first `output_token_logprobs` entry an object, not a
-`(logprob, token_id, text)` triple: what the fuzzer, test_bitexact_fuzz.py, first sent);
+`(logprob, token_id, text)` triple: what the fuzzer, test_bitexact_fuzz_answers.py, first sent);
 `badid` (the token id -5 at position 0: an id no engine can produce); `dupkey` (`output_ids` given
 twice in the answer, the first copy other ids: JSON whose meaning depends on which copy a reader keeps);
 `stopped` (half the tokens asked, with SGLang's stop reason: an engine that stopped at a stop token,

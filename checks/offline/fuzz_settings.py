@@ -1,10 +1,10 @@
 """The fuzzers' Hypothesis settings (the launcher's and pinlock's, checks/offline/test_fuzz_*.py, and
-bitexact's, checks/offline/bitexact/test_bitexact_fuzz.py): a bounded, seeded profile for CI (the same
+bitexact's, checks/offline/bitexact/test_bitexact_fuzz_*.py): a bounded, seeded profile for CI (the same
 examples every run, a couple of minutes in all) and a long one by hand, chosen by BITEXACT_FUZZ_PROFILE:
 
     BITEXACT_FUZZ_PROFILE=long .venv/bin/python -m pytest --rootdir . -p no:cacheprovider \\
         --import-mode=importlib -q --hypothesis-show-statistics checks/offline/test_fuzz_*.py \\
-        checks/offline/bitexact/test_bitexact_fuzz.py
+        checks/offline/bitexact/test_bitexact_fuzz_*.py
 
 `long` draws 25 times the examples with a fresh seed each run (Hypothesis prints the seed of a failure to
 reproduce it with `--hypothesis-seed`). Neither profile writes an example database into the checkout.

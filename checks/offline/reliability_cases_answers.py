@@ -1,4 +1,4 @@
-"""Catalogue rows for what an answer says beside its values, and for resuming (reliability_cases.py runs
+"""Catalogue rows for what an answer says beside its values, and for resuming (reliability_catalogue.py joins
 them with the rest): every field a verdict, a record or a report uses is read strictly; every self-report
 is held to what was sent, and only what was asked is compared; a chosen token that is not the reported
 argmax is compared and reported, not refused; a resume is keyed by what is compared and never rests on
@@ -6,7 +6,7 @@ a row a refusal rests on."""
 
 from __future__ import annotations
 
-from reliability_cases import Case, both, common, golden, golden_args, prompts
+from reliability_setup import Case, both, common, golden, golden_args, prompts
 
 repeat = ("repeat", "sglang+{url}", "-n", "2", "-b", "1")
 

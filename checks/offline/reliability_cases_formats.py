@@ -8,7 +8,7 @@ import json
 import os
 from pathlib import Path
 
-from reliability_cases import (
+from reliability_setup import (
     HISTORY_LINE,
     RECIPE_TEXT,
     URL,

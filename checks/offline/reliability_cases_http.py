@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from reliability_cases import Case, Setup, both, common, prompts
+from reliability_setup import Case, Setup, both, common, prompts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "bitexact"))
 from bx_raw_server import RawServer, Request, head  # noqa: E402

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from driver_standins import MAX_Q, install_driver, nvml_env
-from reliability_cases import RECIPE, Case, Setup, both, write
+from reliability_setup import RECIPE, Case, Setup, both, write
 
 DATA = json.loads(RECIPE.read_text())
 

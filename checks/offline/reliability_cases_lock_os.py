@@ -9,7 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from reliability_cases import REV, SMALL_HUB, Case, both, checkout
+from reliability_setup import REV, SMALL_HUB, Case, both, checkout
 
 SNAPSHOT = ("--root", "{tmp}/repo", "weights", "Org/Name@" + REV, "--snapshot", "{tmp}/hub")
 

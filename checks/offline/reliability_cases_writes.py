@@ -1,6 +1,6 @@
 """Catalogue rows of bitexact's writes: a golden written as one transaction (a lock on the golden, every
 destination proven writable before the run), files in --out replaced only where bitexact's manifest
-lists them, and paths that are not UTF-8 shown escaped. reliability_cases.py extends CASES with these."""
+lists them, and paths that are not UTF-8 shown escaped. reliability_catalogue.py joins them with the rest."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from canned_sglang import CannedSGLang
-from reliability_cases import (
+from reliability_setup import (
     FAST,
     PROMPTS,
     SOURCES,

@@ -1,22 +1,42 @@
-"""The whole bad-input catalogue: the rows of reliability_cases.py, then each topic's module. The topic
-modules build their rows from reliability_cases.py's helpers; this module only joins them, so nothing
-imports back."""
+"""The whole bad-input catalogue: each program's rows (reliability_cases_<program>.py, in the order of
+PROGRAMS), then each topic's module. Every row module builds its rows from reliability_setup.py's
+helpers; this module only joins them, so nothing imports back."""
 
 from __future__ import annotations
 
-import reliability_cases
 import reliability_cases_answers
+import reliability_cases_bitexact_classes
+import reliability_cases_bitexact_found
+import reliability_cases_bitexact_goldens
+import reliability_cases_bitexact_inputs
+import reliability_cases_e2e_assemble
+import reliability_cases_entrypoint
+import reliability_cases_fleet
 import reliability_cases_formats
+import reliability_cases_gpu_checks
 import reliability_cases_http
+import reliability_cases_launcher
 import reliability_cases_launcher_env
 import reliability_cases_lock_os
+import reliability_cases_perf
+import reliability_cases_pinlock
 import reliability_cases_writes
-from reliability_cases import COMMAND_NAMES, PROGRAMS, REPO, SOURCES, Case
+from reliability_setup import COMMAND_NAMES, PROGRAMS, REPO, SOURCES, Case
 
 __all__ = ["CASES", "COMMAND_NAMES", "PROGRAMS", "REPO", "SOURCES", "Case"]
 
 CASES: list[Case] = [
-    *reliability_cases.CASES,
+    *reliability_cases_bitexact_inputs.CASES,  # command line, engine strings, prompts, --out, recipes, warm
+    *reliability_cases_bitexact_goldens.CASES,  # what a server answers, goldens
+    *reliability_cases_bitexact_classes.CASES,  # one mechanism per class of bad input
+    *reliability_cases_bitexact_found.CASES,  # what the fuzzer found, the classes' further inputs
+    *reliability_cases_pinlock.CASES,
+    *reliability_cases_launcher.CASES,
+    *reliability_cases_entrypoint.CASES,
+    *reliability_cases_gpu_checks.CASES,
+    *reliability_cases_fleet.CASES,
+    *reliability_cases_e2e_assemble.CASES,
+    *reliability_cases_perf.CASES,  # perf-router, perf-run, perf-prefill
     *reliability_cases_writes.CASES,  # a golden's write, --out's files, paths that are not UTF-8
     *reliability_cases_formats.CASES,  # the shared file reader and schema check
     *reliability_cases_http.CASES,  # bitexact's HTTP exchange

@@ -1,4 +1,4 @@
-"""Runs the bad-input catalogue (reliability_cases.py) for real and renders docs/reliability.md.
+"""Runs the bad-input catalogue (reliability_catalogue.py) for real and renders docs/reliability.md.
 
 Each case runs one command line of a real tool (bitexact, pinlock, the launcher, the image entrypoint,
 the end-to-end runner) as a program in a fresh directory, against real files, a real HTTP server in

@@ -1,7 +1,7 @@
 """The offline suite's tests that need neither network nor Nix, run as a Nix build sandbox runs them.
 
-The markers are checks/conftest.py's (`network`, `nix`, `docker`, `browser`, `evidence`); this is the one
-place that names the selection.
+The markers are checks/conftest.py's (`network`, `nix`, `docker`, `browser`, `evidence`, `repository`);
+this is the one place that names the selection.
 The `python-offline-tests` flake check (nix/python-offline-tests.nix) runs this file over its filtered
 source, and test_sandbox_selection.py runs it here over that same source without network and without Nix.
 
@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-MARK_EXPRESSION = "not network and not nix and not docker and not browser and not evidence"
+MARK_EXPRESSION = "not network and not nix and not docker and not browser and not evidence and not repository"
 # The same directories as checks/offline/run.sh.
 PATHS = ("checks/offline", "checks/gpu")
 # The repository's own Python packages, imported from this tree (no install step in a sandbox).

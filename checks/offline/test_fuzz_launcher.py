@@ -358,8 +358,9 @@ def test_the_agreement_check_can_fail(host: Path) -> None:
 
 
 def test_the_failures_found_stay_fixed(host: Path) -> None:
-    """Failures found while writing this fuzzer, each a catalogue row (reliability_cases.py, ln-*): by the
-    fuzzer (`--port=--`), and by reading the code it drives (the long path, the share that rounds to 1)."""
+    """Failures found while writing this fuzzer, each a catalogue row (ln-*, reliability_cases_launcher.py):
+    by the fuzzer (`--port=--`), and by reading the code it drives (the long path, the share that rounds
+    to 1)."""
     data = json.loads(json.dumps(BASE))
     argv = data["launch"]["argv"]
     argv[argv.index("--mem-fraction-static") + 1] = "0.99999"

@@ -27,7 +27,7 @@ from fuzz_settings import fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 from pinlock.nar import nar_hash
-from reliability_cases import hub_cache
+from reliability_setup import hub_cache
 
 REPO = Path(__file__).resolve().parents[2]
 REV = "a" * 40

@@ -1,6 +1,6 @@
 """A server in SGLang 0.5.20's shapes (bx_fake_servers.FakeServer: `/server_info`, `/model_info`,
 `POST /generate`, and its OpenAI-compatible `POST /v1/completions`) whose answers are scripted by the
-test: the fuzzer (test_bitexact_fuzz.py) draws them, whole or broken, and the server sends them in
+test: the fuzzer (test_bitexact_fuzz_*.py) draws them, whole or broken, and the server sends them in
 request order, whichever API was asked. An answer is written as JSON by `render` below, not by
 Python's json: so that it can hold what Python's writer never writes but a broken server can send, a
 key twice in one object (`Twice`) and a number spelled as drawn (`Digits`: 5000 digits, 1e400); a

@@ -1,4 +1,5 @@
-"""Fixtures shared by the bitexact tests: tiny models and a prompt file (makers in bx_tiny_models.py)."""
+"""Fixtures shared by the bitexact tests: tiny models and a prompt file (makers in bx_tiny_models.py), and
+the fuzzers' servers and golden (bx_fuzz_run.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # helpers beside the tests (bx_*.py)
 
+from bx_fuzz_run import canned, golden_bytes, radix, scripted  # noqa: E402, F401  (the fuzzers' servers)
 from bx_tiny_models import make_model, write_prompts  # noqa: E402
 
 

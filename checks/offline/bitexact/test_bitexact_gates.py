@@ -1,6 +1,6 @@
-"""The bad-input mechanisms beyond the catalogue's single cases (reliability_cases.py runs those): the
-answer gate and the verdict's account of what it compared, one command per verb in an --out, the
-same engine known by what it says of itself, an unforeseen error as one line and a file, and the
+"""The bad-input mechanisms beyond the catalogue's single cases (reliability_cases_bitexact_*.py hold
+those): the answer gate and the verdict's account of what it compared, one command per verb in an --out,
+the same engine known by what it says of itself, an unforeseen error as one line and a file, and the
 drift page's changes in words. Against real local servers in SGLang's shapes (canned_sglang.py)."""
 
 from __future__ import annotations

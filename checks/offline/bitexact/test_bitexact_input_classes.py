@@ -161,7 +161,7 @@ def test_one_server_through_two_apis_is_one_engine(tmp_path, capsys):
 
 
 def _line(**changes: object) -> dict:
-    from reliability_cases import HISTORY_LINE
+    from reliability_setup import HISTORY_LINE
 
     return {**json.loads(HISTORY_LINE), **changes}
 
@@ -391,7 +391,7 @@ def test_a_partial_golden_check_reads_as_partial_in_the_history(tmp_path: Path) 
     assert any("1/1 (partial: of 2)" in cell for cell in rows[0])
 
 
-# Found while extending the fuzzer (test_bitexact_fuzz.py), by its new draws run by hand: an answer's
+# Found while extending the fuzzer (test_bitexact_fuzz_*.py), by its new draws run by hand: an answer's
 # count of the tokens it generated, or vLLM's spelling of an id, contradicting what the answer holds
 # (engines/values.py generated_count and openai_logprobs.id_in_text hold the classes for every dialect).
 
