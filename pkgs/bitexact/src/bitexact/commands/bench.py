@@ -12,13 +12,16 @@ import sys
 from typing import Any
 
 from bitexact.argv import MAX_RUNS, MAX_SEED, MAX_TOKENS, MAX_VOCAB, count, parse_lengths
-from bitexact.commands.common import add_out_options, emit, keyed_store, report_paths, write_reports
 from bitexact.engines.base import Timing
 from bitexact.engines.factory import open_engine
 from bitexact.engines.spec import parse_engine
 from bitexact.errors import EngineError
 from bitexact.helptext import ENGINE, verb_parser
 from bitexact.longprompts import long_prompt
+from bitexact.options import (
+    add_out_options,
+)
+from bitexact.output import emit, report_paths, write_reports
 from bitexact.presets import BENCH_LENGTHS, load_recipe
 from bitexact.progress import Progress
 from bitexact.prompts import Prompt, load_tokenizer
@@ -26,6 +29,7 @@ from bitexact.report.html import bench_html
 from bitexact.report.markdown import bench_markdown
 from bitexact.results import ResultStore
 from bitexact.runner import STALL_S
+from bitexact.sides import keyed_store
 
 
 def add_parser(sub: Any) -> None:

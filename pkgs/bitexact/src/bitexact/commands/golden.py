@@ -4,48 +4,41 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bitexact import __version__, families, history
+from bitexact import __version__, history
 from bitexact.argv import MAX_IN_FLIGHT, count
-from bitexact.commands.common import (
-    add_prompt_options,
-    emit,
-    report_paths,
-    report_tokenizer,
-    resolve_prompts,
-    run_side,
-    settings_of,
-)
-from bitexact.commands.parity import write_comparison
-from bitexact.engines.base import Settings
 from bitexact.engines.spec import parse_engine
-from bitexact.errors import GoldenError, UsageError
+from bitexact.errors import UsageError
 from bitexact.files import env_path, env_value, shown
-from bitexact.generation import Generation
 from bitexact.golden import (
-    Golden,
     build_record,
-    golden_path,
-    load_golden,
     record_text,
     replaceable,
-    stored_settings,
+)
+from bitexact.goldenselect import (
+    golden_dir_of,
+    golden_file,
+    golden_key,
+    select_golden,
 )
 from bitexact.helptext import ENGINE, EXAMPLES, HelpFormatter, verb_parser
-from bitexact.identity import CPU, card_properties, detect_card, gpu_info, known_card_slugs, model_mismatch
+from bitexact.identity import gpu_info, known_card_slugs
 from bitexact.landing import GoldenLock, Landing, probe_append, probe_folder
-from bitexact.names import checked_name, name_option
-from bitexact.presets import _side, load_recipe
-from bitexact.prompts import Prompt
+from bitexact.names import name_option
+from bitexact.options import (
+    add_prompt_options,
+    report_tokenizer,
+    resolve_prompts,
+    settings_of,
+)
+from bitexact.output import emit, report_paths, write_comparison
 from bitexact.report.fmt import compared_text, not_argmax_text
 from bitexact.report.html import record_html
 from bitexact.report.markdown import record_markdown
+from bitexact.sides import run_side
 from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
 from bitexact.summary import comparison_summary
 
@@ -133,77 +126,6 @@ def add_parser(sub: Any) -> None:
         q.set_defaults(run=record if name == "record" else check)
 
 
-def card_of(args: argparse.Namespace) -> str:
-    """The card the engine computes on. Never guessed: a server elsewhere runs on a card this machine
-    cannot see (SGLang's /server_info names none), and a machine without a GPU cannot name one."""
-    if args.card:
-        return str(args.card)
-    spec = parse_engine(args.engine)
-    if spec.kind == "hf" and spec.params.get("device", "cpu") == "cpu":
-        return "cpu"
-    if not spec.local:
-        raise UsageError(
-            f"engine {args.engine!r} runs on another machine: its card cannot be seen from here and the "
-            "server does not report it; pass --card SLUG, the slug of the server's card (e.g. h200, "
-            "rtx-pro-6000-blackwell)"
-        )
-    card = checked_name(detect_card(), "this machine's card slug")
-    if card == CPU:  # detect_card's answer where no NVIDIA GPU is visible
-        raise UsageError(
-            f"no NVIDIA GPU is visible on this machine, so the card behind {args.engine!r} is unknown "
-            "(a golden keyed 'cpu' would be wrong); pass --card SLUG, the slug of the server's card"
-        )
-    return card
-
-
-def golden_dir_of(args: argparse.Namespace) -> Path:
-    """--golden-dir; else checks/golden of the repository that holds the recipe file
-    (<repo>/nix/recipes/NAME.json), else of the repository around the current directory. Never a
-    checks/golden made up in whatever directory one happens to be in."""
-    if args.golden_dir:
-        return args.golden_dir
-    recipe = args.recipe or env_value("BITEXACT_RECIPE")
-    if recipe:
-        where = Path(os.path.realpath(recipe))  # realpath: a link loop is read (and named) later
-        root = where.parents[2] if len(where.parents) > 2 else where.parent
-        if (
-            where.parent.name == "recipes"
-            and where.parent.parent.name == "nix"
-            and (root / "checks").is_dir()
-        ):
-            return root / "checks" / "golden"
-    for folder in [Path.cwd(), *Path.cwd().parents]:
-        if (folder / "flake.nix").is_file() and (folder / "pkgs" / "bitexact").is_dir():
-            return folder / "checks" / "golden"
-    raise UsageError(
-        "where do goldens live? No repository was found from the recipe file's location or the current "
-        "directory: pass --golden-dir DIR (the repository's checks/golden) or --golden FILE"
-    )
-
-
-def _key(args: argparse.Namespace) -> tuple[str, str, str]:
-    """(card, recipe name, spec requirement)."""
-    spec = args.spec or "any"
-    if args.recipe_name:
-        name = args.recipe_name
-        if args.recipe:  # the name replaces the recipe file's; its variant's requirement still holds
-            spec = args.spec or _side(load_recipe(args.recipe), args.variant).spec
-    elif args.recipe or env_value("BITEXACT_RECIPE"):
-        recipe = load_recipe(args.recipe)
-        name = recipe["name"]
-        spec = args.spec or _side(recipe, args.variant).spec
-    else:
-        raise UsageError("goldens are keyed by recipe: pass --recipe FILE or --recipe-name NAME")
-    if args.long and not args.recipe_name and not args.golden:
-        # A golden holds one prompt set: in a golden dir the long prompts key as `<recipe>-long`.
-        name = f"{name}-long"
-    return card_of(args), name, spec
-
-
-def _path(args: argparse.Namespace, card: str, name: str) -> Path:
-    return (args.golden or golden_path(golden_dir_of(args), card, name)).absolute()
-
-
 def _known_card(args: argparse.Namespace, card: str) -> None:
     """A golden keyed by a slug no table lists is refused unless --new-card says it is meant."""
     where = None if args.golden else golden_dir_of(args)
@@ -271,9 +193,9 @@ def record(args: argparse.Namespace) -> int:
     """One transaction (landing.py): the golden locked for the whole record, every destination proven
     writable before the engine runs, and the golden, its reports and its history line written together
     or not at all."""
-    card, name, spec = _key(args)
+    card, name, spec = golden_key(args)
     _known_card(args, card)
-    path = _path(args, card, name)
+    path = golden_file(args, card, name)
     _not_there(args, path)
     replaceable(path, card=card, recipe=name)
     target = _history_target(args, path)
@@ -363,89 +285,6 @@ def _record(
         f"golden record: wrote {path} ({len(prompts)} prompts, card {card}, recipe {name})",
     )
     return 0
-
-
-def _stored_settings(args: argparse.Namespace, golden_path_: Path, stored: dict[str, Any]) -> Settings:
-    """The golden's settings; an option that asks for others is refused, never silently ignored."""
-    settings = stored_settings(stored)  # load_golden has checked them
-    for option, given, recorded in (
-        ("--max-new-tokens", args.max_new_tokens, settings.max_new_tokens),
-        ("--top-logprobs", args.top_logprobs, settings.top_logprobs),
-    ):
-        if given is not None and given != recorded:
-            raise UsageError(
-                f"{option} {given}: golden {golden_path_} was recorded with {option} {recorded}, and a check "
-                "compares with the same settings; drop the option (or record a new golden)"
-            )
-    return settings
-
-
-def _selected(args: argparse.Namespace, golden: Any) -> tuple[list[Any], list[Any]]:
-    """The golden's prompts (the first --limit of them), or those named by --prompts/--long, each of
-    which must be one of the golden's, sent exactly as recorded; anything else is refused."""
-    by_id = dict(
-        zip((p.id for p in golden.prompts), zip(golden.prompts, golden.generations, strict=True), strict=True)
-    )
-    if not (args.prompts or args.long):
-        pairs = list(by_id.values())[: args.limit or None]
-    else:
-        pairs = []
-        for prompt in resolve_prompts(args, [args.engine]):
-            stored = by_id.get(prompt.id)
-            if stored is None or stored[0].digest() != prompt.digest():
-                what = "is not in" if stored is None else "differs from the one in"
-                raise UsageError(
-                    f"prompt {prompt.id!r} {what} golden {golden.path}: a check runs the golden's own "
-                    "prompts (drop --prompts/--long to run all of them, --limit N for the first N)"
-                )
-            pairs.append(stored)
-    return [p for p, _ in pairs], [g for _, g in pairs]
-
-
-@dataclass(frozen=True)
-class Selected:
-    """A check's golden, named by the options, and what the check runs from it."""
-
-    card: str
-    recipe: str
-    spec: str  # the speculation requirement
-    golden: Golden
-    prompts: list[Prompt]
-    expected: list[Generation]
-    settings: Settings
-    recorded_by: str  # the card whose golden it is: this card, or its family's (families.py)
-
-    def vet(self, engine: str, allow_mismatch: bool) -> Callable[[dict[str, Any]], None]:
-        """Refuses a server that names another model than the golden's (unless allowed)."""
-
-        def vet(identity: dict[str, Any]) -> None:
-            recorded = self.golden.record["metadata"].get("engine_identity") or {}
-            mismatch = model_mismatch(recorded, identity)
-            if mismatch and not allow_mismatch:
-                raise GoldenError(
-                    f"{engine} serves another model than golden {self.golden.path} was recorded from "
-                    f"({'; '.join(mismatch)}); check the server's --model-path, or pass "
-                    "--allow-identity-mismatch to compare anyway"
-                )
-
-        return vet
-
-
-def select_golden(args: argparse.Namespace) -> Selected:
-    """The golden that --card/--recipe/--golden-dir/--golden name (checked on load), the prompts a check
-    runs (--limit/--prompts/--long) with their recorded answers, and its settings."""
-    card, name, spec = _key(args)
-    recorded_by = card
-    if args.golden is None:  # a golden dir: this card's golden, or its family's for this recipe
-        local = not args.card
-        resolved = families.resolve(golden_dir_of(args), card, name, card_properties(card, local))
-        recorded_by = resolved.recorded_by
-        if resolved.family is not None:
-            print(f"bitexact: {resolved.note}", file=sys.stderr)
-    golden = load_golden(_path(args, recorded_by, name), card=recorded_by, recipe=name)
-    settings = _stored_settings(args, golden.path, golden.record["settings"])
-    prompts, expected = _selected(args, golden)
-    return Selected(card, name, spec, golden, prompts, expected, settings, recorded_by)
 
 
 def _partial(checked: int, recorded: int) -> str:

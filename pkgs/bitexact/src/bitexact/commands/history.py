@@ -9,12 +9,17 @@ from typing import Any
 
 from bitexact import drift, history
 from bitexact.buildchanges import in_words
-from bitexact.commands.common import add_out_options, emit, write_reports
-from bitexact.commands.golden import golden_dir_of
 from bitexact.errors import UsageError
 from bitexact.files import path_state
+from bitexact.goldenselect import (
+    golden_dir_of,
+)
 from bitexact.helptext import verb_parser
 from bitexact.names import name_option
+from bitexact.options import (
+    add_out_options,
+)
+from bitexact.output import emit, write_reports
 from bitexact.report.history_page import history_html, history_markdown
 
 

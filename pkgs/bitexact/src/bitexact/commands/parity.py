@@ -3,31 +3,26 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from bitexact import runs
 from bitexact.argv import MAX_IN_FLIGHT, count
-from bitexact.commands.common import (
-    add_prompt_options,
-    emit,
-    report_paths,
-    report_tokenizer,
-    resolve_prompts,
-    run_side,
-    settings_of,
-    write_reports,
-)
 from bitexact.engines.factory import open_engine
 from bitexact.engines.instance import same_engine
 from bitexact.engines.spec import HTTP_KINDS, parse_engine
 from bitexact.errors import UsageError
 from bitexact.helptext import verb_parser
 from bitexact.names import name_option
+from bitexact.options import (
+    add_prompt_options,
+    report_tokenizer,
+    resolve_prompts,
+    settings_of,
+)
+from bitexact.output import emit, report_paths, write_comparison
 from bitexact.presets import LONG_LENGTHS, Side, load_recipe, make_preset
 from bitexact.report.fmt import compared_text, not_argmax_text
-from bitexact.report.html import comparison_html
-from bitexact.report.markdown import comparison_markdown
+from bitexact.sides import run_side
 from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
 from bitexact.summary import comparison_summary
 
@@ -77,10 +72,6 @@ def probe_identity(raw: str) -> dict[str, Any] | None:
         return engine.identity()
     finally:
         engine.close()
-
-
-def write_comparison(out: Path, stem: str, summary: dict[str, Any]) -> list[str]:
-    return write_reports(out, stem, comparison_markdown(summary), comparison_html(summary))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,23 +6,21 @@ import argparse
 from typing import Any
 
 from bitexact.argv import MAX_IN_FLIGHT, MAX_REPEATS, count
-from bitexact.commands.common import (
-    add_prompt_options,
-    emit,
-    report_paths,
-    resolve_prompts,
-    run_side,
-    settings_of,
-    write_reports,
-)
 from bitexact.compare import compare
 from bitexact.engines.spec import parse_engine
 from bitexact.errors import UsageError
 from bitexact.helptext import ENGINE, verb_parser
+from bitexact.options import (
+    add_prompt_options,
+    resolve_prompts,
+    settings_of,
+)
+from bitexact.output import emit, report_paths, write_reports
 from bitexact.prompts import Prompt
 from bitexact.report.fmt import compared_text
 from bitexact.report.html import repeat_html
 from bitexact.report.markdown import repeat_markdown
+from bitexact.sides import run_side
 from bitexact.summary import compared
 
 

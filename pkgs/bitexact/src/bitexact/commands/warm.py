@@ -12,25 +12,25 @@ from pathlib import Path
 from typing import Any
 
 from bitexact.argv import MAX_IN_FLIGHT, MAX_REPEATS, MAX_TOKENS, count, parse_lengths
-from bitexact.commands.common import (
-    add_prompt_options,
-    emit,
-    report_tokenizer,
-    resolve_prompts,
-    results_path,
-    run_side,
-    settings_of,
-)
-from bitexact.commands.golden import Selected, select_golden
-from bitexact.commands.parity import write_comparison
 from bitexact.engines.base import Settings
 from bitexact.engines.spec import EngineSpec, parse_engine
 from bitexact.errors import BitexactError, UsageError
 from bitexact.files import atomic_write_text
 from bitexact.generation import Generation
+from bitexact.goldenselect import (
+    Selected,
+    select_golden,
+)
 from bitexact.helptext import verb_parser
 from bitexact.longprompts import long_prompt
 from bitexact.names import name_option
+from bitexact.options import (
+    add_prompt_options,
+    report_tokenizer,
+    resolve_prompts,
+    settings_of,
+)
+from bitexact.output import emit, write_comparison
 from bitexact.ownership import take
 from bitexact.prefixcache import FLUSH_PATHS, CacheFlush, cached_tokens, prompt_tokens
 from bitexact.presets import _side, load_recipe
@@ -39,6 +39,7 @@ from bitexact.report.fmt import compared_text, text
 from bitexact.report.markdown import verdict_word
 from bitexact.report.warm import warm_markdown
 from bitexact.results import ResultStore
+from bitexact.sides import results_path, run_side
 from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
 from bitexact.summary import compared, comparison_summary
 from bitexact.warmplan import COLD, CacheSetup, WarmPlan, alignment, plain_plan, shared_plan
