@@ -199,3 +199,31 @@ def test_a_chosen_token_off_the_reported_argmax_is_named_and_how():
     assert found == [(1, "below", 8), (2, "tie", 8), (3, "ignored", 2)]
     gen.meta = {}
     assert [f["kind"] for f in not_argmax(gen)] == ["below", "tie", "below"]
+
+
+def test_no_verb_imports_another_and_no_private_name_crosses_a_module():
+    """What the verbs share lives outside commands/ (options.py, sides.py, output.py, goldenselect.py);
+    a name that leading underscore calls private is used only in its own module."""
+    import ast
+
+    import bitexact
+
+    package = Path(bitexact.__file__).parent
+    verbs = {p.stem for p in (package / "commands").glob("*.py")} - {"__init__"}
+    assert {"golden", "parity", "warm", "history"} <= verbs
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bitexact"):
+                names = [a.name for a in node.names]
+                if path.parent.name == "commands" and (
+                    node.module.startswith("bitexact.commands") and node.module != "bitexact.commands"
+                ):
+                    found.append(f"{path.name} imports {node.module}")
+                if path.parent.name == "commands" and node.module == "bitexact.commands":
+                    found += [f"{path.name} imports commands.{n}" for n in names]
+                private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+                found += [f"{path.name} imports {node.module}.{n}" for n in private]
+            if isinstance(node, ast.Import) and path.parent.name == "commands":
+                found += [f"{path.name} imports {a.name}" for a in node.names if "commands." in a.name]
+    assert found == []

@@ -224,7 +224,7 @@ class OutLock:
             holder = os.pread(fd, 4096, 0).decode("utf-8", errors="replace")
             os.close(fd)
             raise UsageError(
-                f"--out {self.path.parent} is in use by another bitexact run ({_holder_text(holder)}); "
+                f"--out {self.path.parent} is in use by another bitexact run ({holder_text(holder)}); "
                 "wait for it to finish, or give this run another --out"
             ) from None
         holder = {
@@ -252,7 +252,8 @@ class OutLock:
             self.fd = None
 
 
-def _holder_text(raw: str) -> str:
+def holder_text(raw: str) -> str:
+    """Who holds a lock, in words, from the lock file's JSON (pid, host, start, command)."""
     try:
         holder = json.loads(raw)
         return f"pid {holder['pid']} on {holder['host']}, started {holder['started']}: `{holder['command']}`"

@@ -21,7 +21,7 @@ from bitexact.golden import Golden, golden_path, load_golden, stored_settings
 from bitexact.identity import CPU, card_properties, detect_card, model_mismatch
 from bitexact.names import checked_name
 from bitexact.options import resolve_prompts
-from bitexact.presets import _side, load_recipe
+from bitexact.presets import load_recipe, variant_side
 from bitexact.prompts import Prompt
 
 
@@ -79,11 +79,11 @@ def golden_key(args: argparse.Namespace) -> tuple[str, str, str]:
     if args.recipe_name:
         name = args.recipe_name
         if args.recipe:  # the name replaces the recipe file's; its variant's requirement still holds
-            spec = args.spec or _side(load_recipe(args.recipe), args.variant).spec
+            spec = args.spec or variant_side(load_recipe(args.recipe), args.variant).spec
     elif args.recipe or env_value("BITEXACT_RECIPE"):
         recipe = load_recipe(args.recipe)
         name = recipe["name"]
-        spec = args.spec or _side(recipe, args.variant).spec
+        spec = args.spec or variant_side(recipe, args.variant).spec
     else:
         raise UsageError("goldens are keyed by recipe: pass --recipe FILE or --recipe-name NAME")
     if args.long and not args.recipe_name and not args.golden:

@@ -33,7 +33,7 @@ from bitexact.options import (
 from bitexact.output import emit, write_comparison
 from bitexact.ownership import take
 from bitexact.prefixcache import FLUSH_PATHS, CacheFlush, cached_tokens, prompt_tokens
-from bitexact.presets import _side, load_recipe
+from bitexact.presets import load_recipe, variant_side
 from bitexact.prompts import Prompt, load_tokenizer
 from bitexact.report.fmt import compared_text, text
 from bitexact.report.markdown import verdict_word
@@ -148,7 +148,7 @@ def _requirement(args: argparse.Namespace) -> str:
     if args.spec:
         return str(args.spec)
     if args.recipe:
-        return _side(load_recipe(args.recipe), args.variant).spec
+        return variant_side(load_recipe(args.recipe), args.variant).spec
     return "any"
 
 
