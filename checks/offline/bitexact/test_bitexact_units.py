@@ -227,3 +227,20 @@ def test_no_verb_imports_another_and_no_private_name_crosses_a_module():
             if isinstance(node, ast.Import) and path.parent.name == "commands":
                 found += [f"{path.name} imports {a.name}" for a in node.names if "commands." in a.name]
     assert found == []
+
+
+def test_the_engine_strings_are_parsed_once_by_the_cli():
+    """cli.given_engines parses a command's engine strings; the verbs, their --out key and their results
+    file names take the specs it made, so no other module of bitexact calls parse_engine."""
+    import ast
+
+    import bitexact
+
+    package = Path(bitexact.__file__).parent
+    callers = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "parse_engine"
+    )
+    assert callers == ["cli.py"]

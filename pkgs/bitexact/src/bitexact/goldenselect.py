@@ -13,7 +13,7 @@ from typing import Any
 
 from bitexact import families
 from bitexact.engines.base import Settings
-from bitexact.engines.spec import parse_engine
+from bitexact.engines.spec import EngineSpec
 from bitexact.errors import GoldenError, UsageError
 from bitexact.files import env_value
 from bitexact.generation import Generation
@@ -25,24 +25,23 @@ from bitexact.presets import load_recipe, variant_side
 from bitexact.prompts import Prompt
 
 
-def card_of(args: argparse.Namespace) -> str:
+def card_of(args: argparse.Namespace, spec: EngineSpec) -> str:
     """The card the engine computes on. Never guessed: a server elsewhere runs on a card this machine
     cannot see (SGLang's /server_info names none), and a machine without a GPU cannot name one."""
     if args.card:
         return str(args.card)
-    spec = parse_engine(args.engine)
     if spec.kind == "hf" and spec.params.get("device", "cpu") == "cpu":
         return "cpu"
     if not spec.local:
         raise UsageError(
-            f"engine {args.engine!r} runs on another machine: its card cannot be seen from here and the "
+            f"engine {spec.raw!r} runs on another machine: its card cannot be seen from here and the "
             "server does not report it; pass --card SLUG, the slug of the server's card (e.g. h200, "
             "rtx-pro-6000-blackwell)"
         )
     card = checked_name(detect_card(), "this machine's card slug")
     if card == CPU:  # detect_card's answer where no NVIDIA GPU is visible
         raise UsageError(
-            f"no NVIDIA GPU is visible on this machine, so the card behind {args.engine!r} is unknown "
+            f"no NVIDIA GPU is visible on this machine, so the card behind {spec.raw!r} is unknown "
             "(a golden keyed 'cpu' would be wrong); pass --card SLUG, the slug of the server's card"
         )
     return card
@@ -73,7 +72,7 @@ def golden_dir_of(args: argparse.Namespace) -> Path:
     )
 
 
-def golden_key(args: argparse.Namespace) -> tuple[str, str, str]:
+def golden_key(args: argparse.Namespace, engine: EngineSpec) -> tuple[str, str, str]:
     """(card, recipe name, spec requirement)."""
     spec = args.spec or "any"
     if args.recipe_name:
@@ -89,7 +88,7 @@ def golden_key(args: argparse.Namespace) -> tuple[str, str, str]:
     if args.long and not args.recipe_name and not args.golden:
         # A golden holds one prompt set: in a golden dir the long prompts key as `<recipe>-long`.
         name = f"{name}-long"
-    return card_of(args), name, spec
+    return card_of(args, engine), name, spec
 
 
 def golden_file(args: argparse.Namespace, card: str, name: str) -> Path:
@@ -111,7 +110,7 @@ def _stored_settings(args: argparse.Namespace, golden_path_: Path, stored: dict[
     return settings
 
 
-def _selected(args: argparse.Namespace, golden: Any) -> tuple[list[Any], list[Any]]:
+def _selected(args: argparse.Namespace, engine: EngineSpec, golden: Any) -> tuple[list[Any], list[Any]]:
     """The golden's prompts (the first --limit of them), or those named by --prompts/--long, each of
     which must be one of the golden's, sent exactly as recorded; anything else is refused."""
     by_id = dict(
@@ -121,7 +120,7 @@ def _selected(args: argparse.Namespace, golden: Any) -> tuple[list[Any], list[An
         pairs = list(by_id.values())[: args.limit or None]
     else:
         pairs = []
-        for prompt in resolve_prompts(args, [args.engine]):
+        for prompt in resolve_prompts(args, [engine]):
             stored = by_id.get(prompt.id)
             if stored is None or stored[0].digest() != prompt.digest():
                 what = "is not in" if stored is None else "differs from the one in"
@@ -162,10 +161,10 @@ class Selected:
         return vet
 
 
-def select_golden(args: argparse.Namespace) -> Selected:
+def select_golden(args: argparse.Namespace, engine: EngineSpec) -> Selected:
     """The golden that --card/--recipe/--golden-dir/--golden name (checked on load), the prompts a check
     runs (--limit/--prompts/--long) with their recorded answers, and its settings."""
-    card, name, spec = golden_key(args)
+    card, name, spec = golden_key(args, engine)
     recorded_by = card
     if args.golden is None:  # a golden dir: this card's golden, or its family's for this recipe
         local = not args.card
@@ -175,5 +174,5 @@ def select_golden(args: argparse.Namespace) -> Selected:
             print(f"bitexact: {resolved.note}", file=sys.stderr)
     golden = load_golden(golden_file(args, recorded_by, name), card=recorded_by, recipe=name)
     settings = _stored_settings(args, golden.path, golden.record["settings"])
-    prompts, expected = _selected(args, golden)
+    prompts, expected = _selected(args, engine, golden)
     return Selected(card, name, spec, golden, prompts, expected, settings, recorded_by)

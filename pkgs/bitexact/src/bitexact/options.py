@@ -16,7 +16,7 @@ from bitexact.argv import (
     parse_lengths,
 )
 from bitexact.engines.base import Settings
-from bitexact.engines.spec import parse_engine
+from bitexact.engines.spec import EngineSpec
 from bitexact.errors import UsageError
 from bitexact.longprompts import long_battery
 from bitexact.prompts import (
@@ -33,16 +33,15 @@ DEFAULT_MAX_NEW_TOKENS = 64
 DEFAULT_TOP_LOGPROBS = 5
 
 
-def _engine_tokenizer(engines: list[str]) -> Tokenizer | None:
+def _engine_tokenizer(engines: list[EngineSpec]) -> Tokenizer | None:
     """A local hf: model's own tokenizer, when it has one."""
-    for raw in engines:
-        spec = parse_engine(raw)
+    for spec in engines:
         if spec.kind == "hf" and (Path(spec.target) / "tokenizer_config.json").exists():
-            return HFTokenizer(spec.target, f"the tokenizer of {raw}")
+            return HFTokenizer(spec.target, f"the tokenizer of {spec.raw}")
     return None
 
 
-def report_tokenizer(args: argparse.Namespace, engines: list[str]) -> Tokenizer | None:
+def report_tokenizer(args: argparse.Namespace, engines: list[EngineSpec]) -> Tokenizer | None:
     """The tokenizer that decodes text around divergences in reports: --tokenizer, else a local
     hf: model's own; None (no text shown) otherwise."""
     if getattr(args, "tokenizer", None):
@@ -51,7 +50,7 @@ def report_tokenizer(args: argparse.Namespace, engines: list[str]) -> Tokenizer 
 
 
 def resolve_prompts(
-    args: argparse.Namespace, engines: list[str], long_lengths: list[int] | None = None
+    args: argparse.Namespace, engines: list[EngineSpec], long_lengths: list[int] | None = None
 ) -> list[Prompt]:
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
     lengths = parse_lengths(args.long, MAX_TOKENS) if getattr(args, "long", None) else long_lengths

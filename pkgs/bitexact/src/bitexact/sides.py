@@ -13,7 +13,7 @@ from typing import Any
 from bitexact import runs
 from bitexact.engines.base import Engine, Settings
 from bitexact.engines.factory import open_engine
-from bitexact.engines.spec import parse_engine
+from bitexact.engines.spec import EngineSpec
 from bitexact.generation import Generation
 from bitexact.ownership import take
 from bitexact.prompts import Prompt, vocabulary_ids
@@ -39,13 +39,13 @@ def identity_key(identity: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in identity.items() if k not in REPORT_ONLY}
 
 
-def results_path(out: Path, tag: str, raw: str) -> Path:
+def results_path(out: Path, tag: str, spec: EngineSpec) -> Path:
     """Named by the engine string without transport options, so `?retries=5` finds the same file."""
-    return out / f"{tag}-{slug(parse_engine(raw).canonical)}.jsonl"
+    return out / f"{tag}-{slug(spec.canonical)}.jsonl"
 
 
 def run_side(
-    raw: str,
+    spec: EngineSpec,
     prompts: list[Prompt],
     settings: Settings,
     out: Path,
@@ -60,31 +60,30 @@ def run_side(
     """Open the engine, run the prompts with results stored under `out`, close it. `vet` sees the engine's
     identity before any prompt runs and may refuse it (a golden of another model, say); `groups` and
     `before_group` (given the open engine) as run_battery takes them."""
-    engine: Engine = open_engine(raw, inflight=inflight, tokenizer=tokenizer)
+    engine: Engine = open_engine(spec, inflight=inflight, tokenizer=tokenizer)
     if group is not None:
         engine.group_size = group
     try:
         identity = engine.identity()
         if vet is not None:
             vet(identity)
-        store = keyed_store(out, tag, raw, identity, settings.to_json(), group=engine.group_size)
+        store = keyed_store(out, tag, spec, identity, settings.to_json(), group=engine.group_size)
         hook = None if before_group is None else (lambda g: before_group(engine, g))
         vocabulary = vocabulary_ids(tokenizer) if tokenizer else None
-        gens = run_battery(engine, prompts, settings, store, f"{tag} {raw}", groups, hook, vocabulary)
+        gens = run_battery(engine, prompts, settings, store, f"{tag} {spec.raw}", groups, hook, vocabulary)
     finally:
         engine.close()
     return gens, identity
 
 
 def keyed_store(
-    out: Path, tag: str, raw: str, identity: dict[str, Any], settings: dict[str, Any], **extra: Any
+    out: Path, tag: str, spec: EngineSpec, identity: dict[str, Any], settings: dict[str, Any], **extra: Any
 ) -> ResultStore:
-    """The results file of `raw` under `out`, keyed by what the engine is (its identity, not the
+    """The results file of engine `spec` under `out`, keyed by what the engine is (its identity, not the
     engine string) and what it was asked: rows of another build or other settings are set aside."""
-    spec = parse_engine(raw)
     if spec.kind in ("sglang", "openai", "llamacpp") and not identity.get("version"):
         print(
-            f"bitexact: {raw}: the server reports no version; stored results cannot be told from "
+            f"bitexact: {spec.raw}: the server reports no version; stored results cannot be told from "
             "another build's on this address: use a fresh --out after changing the server",
             file=sys.stderr,
         )
@@ -97,4 +96,4 @@ def keyed_store(
         "command": runs.claimed_digest(out, TAG_VERBS.get(tag, tag)),
         **extra,
     }
-    return ResultStore(take(results_path(out, tag, raw)), {**key, "tag": tag})
+    return ResultStore(take(results_path(out, tag, spec)), {**key, "tag": tag})

@@ -10,7 +10,7 @@ from typing import Any
 
 from bitexact import __version__, history
 from bitexact.argv import MAX_IN_FLIGHT, count
-from bitexact.engines.spec import parse_engine
+from bitexact.engines.spec import EngineSpec
 from bitexact.errors import UsageError
 from bitexact.files import env_path, env_value, shown
 from bitexact.golden import (
@@ -38,6 +38,7 @@ from bitexact.output import emit, report_paths, write_comparison
 from bitexact.report.fmt import compared_text, not_argmax_text
 from bitexact.report.html import record_html
 from bitexact.report.markdown import record_markdown
+from bitexact.runs import Engines
 from bitexact.sides import run_side
 from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
 from bitexact.summary import comparison_summary
@@ -138,11 +139,15 @@ def _known_card(args: argparse.Namespace, card: str) -> None:
 
 
 def _components(
-    args: argparse.Namespace, identity: dict[str, Any], build_info: dict[str, str], gpu: dict[str, Any] | None
+    args: argparse.Namespace,
+    engine: EngineSpec,
+    identity: dict[str, Any],
+    build_info: dict[str, str],
+    gpu: dict[str, Any] | None,
 ) -> dict[str, str]:
     """The build behind the values; the host's driver counts only for an engine on this machine (NVML is
     asked here when `gpu` is not already at hand)."""
-    if not parse_engine(args.engine).local:
+    if not engine.local:
         gpu = {}
     elif gpu is None:
         gpu = gpu_info()
@@ -189,11 +194,12 @@ def _build_id(args: argparse.Namespace) -> str | None:
     return args.build_id or env_value("BITEXACT_BUILD_ID")
 
 
-def record(args: argparse.Namespace) -> int:
+def record(args: argparse.Namespace, engines: Engines) -> int:
     """One transaction (landing.py): the golden locked for the whole record, every destination proven
     writable before the engine runs, and the golden, its reports and its history line written together
     or not at all."""
-    card, name, spec = golden_key(args)
+    engine = engines["engine"]
+    card, name, spec = golden_key(args, engine)
     _known_card(args, card)
     path = golden_file(args, card, name)
     _not_there(args, path)
@@ -204,7 +210,7 @@ def record(args: argparse.Namespace) -> int:
         probe_append(target, "--history")
     with GoldenLock(path):
         _not_there(args, path)  # a record that held the lock until now may have written it
-        return _record(args, card, name, spec, path, target)
+        return _record(args, engine, card, name, spec, path, target)
 
 
 def _not_there(args: argparse.Namespace, path: Path) -> None:
@@ -215,18 +221,24 @@ def _not_there(args: argparse.Namespace, path: Path) -> None:
 
 
 def _record(
-    args: argparse.Namespace, card: str, name: str, spec: str, path: Path, target: Path | None
+    args: argparse.Namespace,
+    engine: EngineSpec,
+    card: str,
+    name: str,
+    spec: str,
+    path: Path,
+    target: Path | None,
 ) -> int:
     settings = settings_of(args)
-    prompts = resolve_prompts(args, [args.engine])
+    prompts = resolve_prompts(args, [engine])
     build_info = _build_info(args)
     reports = report_paths(args.out, "golden-record")  # bitexact's in --out, or refused before the run
     gens, identity = run_side(
-        args.engine, prompts, settings, args.out, "golden", args.inflight, tokenizer=args.tokenizer
+        engine, prompts, settings, args.out, "golden", args.inflight, tokenizer=args.tokenizer
     )
     check_spec(gens, spec, args.engine)
     gpu = gpu_info()
-    found = _components(args, identity, build_info, gpu)
+    found = _components(args, engine, identity, build_info, gpu)
     metadata = {
         "recorded": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "bitexact": __version__,
@@ -294,8 +306,9 @@ def _partial(checked: int, recorded: int) -> str:
     return f" (a partial check: {checked} of the golden's {recorded} prompts)"
 
 
-def check(args: argparse.Namespace) -> int:
-    selected = select_golden(args)
+def check(args: argparse.Namespace, engines: Engines) -> int:
+    engine = engines["engine"]
+    selected = select_golden(args, engine)
     card, name, spec, golden = selected.card, selected.recipe, selected.spec, selected.golden
     settings, prompts, expected = selected.settings, selected.prompts, selected.expected
     # a family's golden: say which card recorded it and which one checked (the same card: say it once)
@@ -308,7 +321,7 @@ def check(args: argparse.Namespace) -> int:
     build_info = _build_info(args)
     target = _history_target(args, golden.path)
     gens, identity = run_side(
-        args.engine, prompts, settings, args.out, "check", args.inflight, tokenizer=args.tokenizer, vet=vet
+        engine, prompts, settings, args.out, "check", args.inflight, tokenizer=args.tokenizer, vet=vet
     )
     check_spec(gens, spec, args.engine)
     summary = comparison_summary(
@@ -332,13 +345,13 @@ def check(args: argparse.Namespace) -> int:
         settings=settings.to_json(),
         gens_a=gens,
         gens_b=expected,
-        tokenizer=report_tokenizer(args, [args.engine]),
+        tokenizer=report_tokenizer(args, [engine]),
     )
     summary["reports"] = write_comparison(args.out, "golden-check", summary)
     summary["golden_prompts"] = len(golden.prompts)  # fewer checked: a partial check (the verdict says so)
     summary["recorded_card"], summary["checked_card"] = selected.recorded_by, card
     verdict = "EQUAL" if summary["differ"] == 0 else "DIFFERENT"
-    found = _components(args, identity, build_info, None)
+    found = _components(args, engine, identity, build_info, None)
     if target is not None:
         history.append(target, history.entry(
             verdict=verdict, card=card, recipe=name, variant=args.variant, engine=args.engine,

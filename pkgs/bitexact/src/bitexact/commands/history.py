@@ -21,6 +21,7 @@ from bitexact.options import (
 )
 from bitexact.output import emit, write_reports
 from bitexact.report.history_page import history_html, history_markdown
+from bitexact.runs import Engines
 
 
 def add_parser(sub: Any) -> None:
@@ -53,7 +54,8 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, engines: Engines) -> int:
+    """`engines`: none (the verb names no engine)."""
     path = args.history or golden_dir_of(args) / args.card / history.FILE_NAME
     if path_state(path) == "missing":  # a link that leads nowhere is named by read_text, not "no history"
         raise UsageError(

@@ -7,7 +7,6 @@ from typing import Any
 
 from bitexact.argv import MAX_IN_FLIGHT, MAX_REPEATS, count
 from bitexact.compare import compare
-from bitexact.engines.spec import parse_engine
 from bitexact.errors import UsageError
 from bitexact.helptext import ENGINE, verb_parser
 from bitexact.options import (
@@ -20,6 +19,7 @@ from bitexact.prompts import Prompt
 from bitexact.report.fmt import compared_text
 from bitexact.report.html import repeat_html
 from bitexact.report.markdown import repeat_markdown
+from bitexact.runs import Engines
 from bitexact.sides import run_side
 from bitexact.summary import compared
 
@@ -39,12 +39,12 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    spec = parse_engine(args.engine)
+def run(args: argparse.Namespace, engines: Engines) -> int:
+    spec = engines["engine"]
     if spec.kind == "hf" and "assistant" in spec.params and args.batch > 1:
         raise UsageError("repeat with an assistant (speculative decoding in transformers) needs --batch 1")
     settings = settings_of(args)
-    base = resolve_prompts(args, [args.engine])
+    base = resolve_prompts(args, [spec])
     report_paths(args.out, "repeat")  # bitexact's in --out, or refused before the run (ownership.py)
     copies = [
         Prompt(id=f"{p.id}#r{i}", input_ids=p.input_ids, text=p.text)
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         for i in range(args.repeats)
     ]
     gens, identity = run_side(
-        args.engine,
+        spec,
         copies,
         settings,
         args.out,

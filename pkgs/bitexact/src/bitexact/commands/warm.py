@@ -13,7 +13,7 @@ from typing import Any
 
 from bitexact.argv import MAX_IN_FLIGHT, MAX_REPEATS, MAX_TOKENS, count, parse_lengths
 from bitexact.engines.base import Settings
-from bitexact.engines.spec import EngineSpec, parse_engine
+from bitexact.engines.spec import EngineSpec
 from bitexact.errors import BitexactError, UsageError
 from bitexact.files import atomic_write_text
 from bitexact.generation import Generation
@@ -39,6 +39,7 @@ from bitexact.report.fmt import compared_text, text
 from bitexact.report.markdown import verdict_word
 from bitexact.report.warm import warm_markdown
 from bitexact.results import ResultStore
+from bitexact.runs import Engines
 from bitexact.sides import results_path, run_side
 from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
 from bitexact.summary import compared, comparison_summary
@@ -251,7 +252,7 @@ def _refusals(
     return out
 
 
-def _withdraw(args: argparse.Namespace, by_pass: dict[str, list[Generation]]) -> str:
+def _withdraw(args: argparse.Namespace, spec: EngineSpec, by_pass: dict[str, list[Generation]]) -> str:
     """Take the stored answers a refusal rests on out of the results, so that a rerun asks them again
     instead of resuming them and refusing again: cold answers that show cache hits, warm answers that
     show none. The words the refusal adds, or "" where none were stored."""
@@ -260,7 +261,7 @@ def _withdraw(args: argparse.Namespace, by_pass: dict[str, list[Generation]]) ->
         g.prompt_id for name, gens in by_pass.items() if name != COLD for g in gens if not cached_tokens(g)
     }
     # The rows are those of run_side's store for this engine (the key is not needed to take rows out).
-    store = ResultStore(results_path(args.out, "warm", args.engine), {})
+    store = ResultStore(results_path(args.out, "warm", spec), {})
     taken = store.withdraw(resting, "the warm refusal rests on them")
     return (
         f"; the {taken} stored answers it rests on are withdrawn, and a rerun asks them again"
@@ -356,16 +357,18 @@ def _pass_row(
     return row, reports
 
 
-def _inputs(args: argparse.Namespace) -> tuple[list[Prompt], Settings, str, Selected | None]:
+def _inputs(
+    args: argparse.Namespace, spec: EngineSpec
+) -> tuple[list[Prompt], Settings, str, Selected | None]:
     """(prompts, settings, speculation requirement, golden): a golden's own, or from the options."""
     if args.golden is None and args.golden_dir is None:
-        return resolve_prompts(args, [args.engine]), settings_of(args), _requirement(args), None
+        return resolve_prompts(args, [spec]), settings_of(args), _requirement(args), None
     if args.shared_prefix:
         raise UsageError(
             "--shared-prefix with a golden: the golden holds the prompts as recorded, without a prefix; "
             "drop one of them"
         )
-    golden = select_golden(args)
+    golden = select_golden(args, spec)
     return golden.prompts, golden.settings, golden.spec, golden
 
 
@@ -381,14 +384,14 @@ def _left_out_text(summary: dict[str, Any]) -> str:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    spec = parse_engine(args.engine)
+def run(args: argparse.Namespace, engines: Engines) -> int:
+    spec = engines["engine"]
     if spec.kind not in FLUSH_PATHS:
         raise UsageError(
             f"engine {args.engine!r}: warm runs need a server with a prefix cache that reports its hits: "
             "sglang+http://HOST:PORT or openai+http://HOST:PORT/v1?model=NAME"
         )
-    prompts, settings, requirement, golden = _inputs(args)
+    prompts, settings, requirement, golden = _inputs(args, spec)
     markdown = take(args.out / "warm.md")  # bitexact's in --out, or refused before the run (ownership.py)
     if args.shared_prefix:
         plan = _shared_plan(args, prompts)
@@ -397,7 +400,7 @@ def run(args: argparse.Namespace) -> int:
     flush = CacheFlush(spec)
     setup = CacheSetup(plan, flush, settings, f"warm {args.engine}")
     gens, identity = run_side(
-        args.engine,
+        spec,
         plan.copies,
         settings,
         args.out,
@@ -432,7 +435,7 @@ def run(args: argparse.Namespace) -> int:
         "identity": identity,
         "requirement": requirement,
         "settings": settings.to_json(),
-        "tokenizer": report_tokenizer(args, [args.engine]),
+        "tokenizer": report_tokenizer(args, [spec]),
     }
     passes, reports = [], []
     for name, pass_gens in by_pass.items():
@@ -480,7 +483,7 @@ def run(args: argparse.Namespace) -> int:
     atomic_write_text(markdown, warm_markdown(summary))
     summary["reports"] = [str(markdown), *reports]
     if summary["refused"]:
-        withdrawn = _withdraw(args, by_pass)
+        withdrawn = _withdraw(args, spec, by_pass)
         raise WarmRefused(f"warm: refused: {' | '.join(summary['refused'])} (report: {markdown}){withdrawn}")
     emit(
         summary,
