@@ -244,3 +244,26 @@ def test_the_engine_strings_are_parsed_once_by_the_cli():
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "parse_engine"
     )
     assert callers == ["cli.py"]
+
+
+def test_only_the_cli_and_the_verbs_take_the_parsed_command_line():
+    """Each verb reads its argparse.Namespace at the top into what the services take (engine specs,
+    PromptOptions, GoldenRequest, runs.Command); argv.py's argparse actions take one by argparse's API."""
+    import ast
+
+    import bitexact
+
+    package = Path(bitexact.__file__).parent
+    takers = []
+    for path in sorted(package.rglob("*.py")):
+        where = path.relative_to(package)
+        if where.parts[0] in ("cli.py", "commands", "argv.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                arguments = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+                if any(
+                    a.annotation is not None and "Namespace" in ast.unparse(a.annotation) for a in arguments
+                ):
+                    takers.append(f"{where}:{node.name}")
+    assert takers == []

@@ -93,22 +93,35 @@ def given_engines(args: argparse.Namespace) -> runs.Engines:
     return {name: parse_engine(raw) for name, raw in given.items() if isinstance(raw, str)}
 
 
+def verb_of(args: argparse.Namespace) -> str:
+    return runs.verb_of(args.verb, getattr(args, "golden_verb", None))
+
+
+def command_of(args: argparse.Namespace, engines: runs.Engines, argv: list[str]) -> runs.Command:
+    """The command as runs.py keys --out by it."""
+    identity = runs.run_identity(vars(args), engines)
+    return runs.Command(verb_of(args), identity, bool(getattr(args, "force", False)), tuple(argv))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     out: Path | None = None
     shown_streams()
     try:
         args = build_parser().parse_args(argv)  # usage errors exit 2 here (argparse's own convention)
-        distinct_roles(args)
+        distinct_roles(vars(args))
         if not hasattr(args, "out"):
             return int(args.run(args, given_engines(args)))
         # The engine strings are parsed once, where --out's key first needs them: before a default --out
         # is named from it, else after the --out given is prepared (the order of errors as it always was).
-        engines = given_engines(args) if args.out is None else None
-        out = runs.out_dir(args, engines or {})
+        engines = None
+        if args.out is None:
+            engines = given_engines(args)
+            args.out = runs.default_out(verb_of(args), runs.run_identity(vars(args), engines))
+        out = Path(args.out)
         with OutLock(prepare_out(out)):
             engines = given_engines(args) if engines is None else engines
-            runs.claim(out, args, argv, engines)
+            runs.claim(out, command_of(args, engines, argv))
             return int(args.run(args, engines))
     except BitexactError as exc:
         print(displayable(f"bitexact: error: {exc}"), file=sys.stderr)

@@ -16,6 +16,7 @@ import sys
 import unicodedata
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import exactformats
 
@@ -273,15 +274,15 @@ FILE_OPTIONS = {
 }
 
 
-def distinct_roles(args: object) -> None:
-    """UsageError when two of `args`' file options name one file (after links are followed), or one
-    names the --out folder."""
+def distinct_roles(options: dict[str, Any]) -> None:
+    """UsageError when two of a command's file options (`options`: name to value, as parsed) name one
+    file (after links are followed), or one names the --out folder."""
     seen: dict[str, str] = {}
-    out = getattr(args, "out", None)
+    out = options.get("out")
     if out is not None:
         seen[os.path.realpath(out)] = "--out"  # realpath, not resolve(): a link loop is no crash here
     for dest, option in FILE_OPTIONS.items():
-        value = getattr(args, dest, None)
+        value = options.get(dest)
         if value is None:
             continue
         real = os.path.realpath(value)

@@ -3,7 +3,6 @@ golden's key and file, and for a check, the golden loaded with the prompts it ru
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable
@@ -20,16 +19,35 @@ from bitexact.generation import Generation
 from bitexact.golden import Golden, golden_path, load_golden, stored_settings
 from bitexact.identity import CPU, card_properties, detect_card, model_mismatch
 from bitexact.names import checked_name
-from bitexact.options import resolve_prompts
+from bitexact.options import PromptOptions, resolve_prompts
 from bitexact.presets import load_recipe, variant_side
 from bitexact.prompts import Prompt
 
 
-def card_of(args: argparse.Namespace, spec: EngineSpec) -> str:
+@dataclass(frozen=True)
+class GoldenRequest:
+    """What a golden verb (golden record and check, warm against a golden) asks, as read from its command
+    line: the engine, the golden's key and where it lives, the prompts and the settings asked for."""
+
+    engine: EngineSpec
+    card: str | None  # --card; None: this machine's card, where it can be seen
+    recipe: str | None  # --recipe (else $BITEXACT_RECIPE)
+    recipe_name: str | None
+    variant: str
+    spec: str | None  # --spec, the speculation requirement; None: the variant's
+    golden_dir: Path | None
+    golden: Path | None
+    prompts: PromptOptions
+    max_new_tokens: int | None = None
+    top_logprobs: int | None = None
+
+
+def card_of(request: GoldenRequest) -> str:
     """The card the engine computes on. Never guessed: a server elsewhere runs on a card this machine
     cannot see (SGLang's /server_info names none), and a machine without a GPU cannot name one."""
-    if args.card:
-        return str(args.card)
+    if request.card:
+        return str(request.card)
+    spec = request.engine
     if spec.kind == "hf" and spec.params.get("device", "cpu") == "cpu":
         return "cpu"
     if not spec.local:
@@ -47,13 +65,13 @@ def card_of(args: argparse.Namespace, spec: EngineSpec) -> str:
     return card
 
 
-def golden_dir_of(args: argparse.Namespace) -> Path:
+def golden_dir_of(golden_dir: Path | None, recipe_file: str | None) -> Path:
     """--golden-dir; else checks/golden of the repository that holds the recipe file
     (<repo>/nix/recipes/NAME.json), else of the repository around the current directory. Never a
     checks/golden made up in whatever directory one happens to be in."""
-    if args.golden_dir:
-        return args.golden_dir
-    recipe = args.recipe or env_value("BITEXACT_RECIPE")
+    if golden_dir:
+        return golden_dir
+    recipe = recipe_file or env_value("BITEXACT_RECIPE")
     if recipe:
         where = Path(os.path.realpath(recipe))  # realpath: a link loop is read (and named) later
         root = where.parents[2] if len(where.parents) > 2 else where.parent
@@ -72,35 +90,37 @@ def golden_dir_of(args: argparse.Namespace) -> Path:
     )
 
 
-def golden_key(args: argparse.Namespace, engine: EngineSpec) -> tuple[str, str, str]:
+def golden_key(request: GoldenRequest) -> tuple[str, str, str]:
     """(card, recipe name, spec requirement)."""
-    spec = args.spec or "any"
-    if args.recipe_name:
-        name = args.recipe_name
-        if args.recipe:  # the name replaces the recipe file's; its variant's requirement still holds
-            spec = args.spec or variant_side(load_recipe(args.recipe), args.variant).spec
-    elif args.recipe or env_value("BITEXACT_RECIPE"):
-        recipe = load_recipe(args.recipe)
+    spec = request.spec or "any"
+    if request.recipe_name:
+        name = request.recipe_name
+        if request.recipe:  # the name replaces the recipe file's; its variant's requirement still holds
+            spec = request.spec or variant_side(load_recipe(request.recipe), request.variant).spec
+    elif request.recipe or env_value("BITEXACT_RECIPE"):
+        recipe = load_recipe(request.recipe)
         name = recipe["name"]
-        spec = args.spec or variant_side(recipe, args.variant).spec
+        spec = request.spec or variant_side(recipe, request.variant).spec
     else:
         raise UsageError("goldens are keyed by recipe: pass --recipe FILE or --recipe-name NAME")
-    if args.long and not args.recipe_name and not args.golden:
+    if request.prompts.long and not request.recipe_name and not request.golden:
         # A golden holds one prompt set: in a golden dir the long prompts key as `<recipe>-long`.
         name = f"{name}-long"
-    return card_of(args, engine), name, spec
+    return card_of(request), name, spec
 
 
-def golden_file(args: argparse.Namespace, card: str, name: str) -> Path:
-    return (args.golden or golden_path(golden_dir_of(args), card, name)).absolute()
+def golden_file(request: GoldenRequest, card: str, name: str) -> Path:
+    return (
+        request.golden or golden_path(golden_dir_of(request.golden_dir, request.recipe), card, name)
+    ).absolute()
 
 
-def _stored_settings(args: argparse.Namespace, golden_path_: Path, stored: dict[str, Any]) -> Settings:
+def _stored_settings(request: GoldenRequest, golden_path_: Path, stored: dict[str, Any]) -> Settings:
     """The golden's settings; an option that asks for others is refused, never silently ignored."""
     settings = stored_settings(stored)  # load_golden has checked them
     for option, given, recorded in (
-        ("--max-new-tokens", args.max_new_tokens, settings.max_new_tokens),
-        ("--top-logprobs", args.top_logprobs, settings.top_logprobs),
+        ("--max-new-tokens", request.max_new_tokens, settings.max_new_tokens),
+        ("--top-logprobs", request.top_logprobs, settings.top_logprobs),
     ):
         if given is not None and given != recorded:
             raise UsageError(
@@ -110,17 +130,18 @@ def _stored_settings(args: argparse.Namespace, golden_path_: Path, stored: dict[
     return settings
 
 
-def _selected(args: argparse.Namespace, engine: EngineSpec, golden: Any) -> tuple[list[Any], list[Any]]:
+def _selected(request: GoldenRequest, golden: Any) -> tuple[list[Any], list[Any]]:
     """The golden's prompts (the first --limit of them), or those named by --prompts/--long, each of
     which must be one of the golden's, sent exactly as recorded; anything else is refused."""
     by_id = dict(
         zip((p.id for p in golden.prompts), zip(golden.prompts, golden.generations, strict=True), strict=True)
     )
-    if not (args.prompts or args.long):
-        pairs = list(by_id.values())[: args.limit or None]
+    asked = request.prompts
+    if not (asked.prompts or asked.long):
+        pairs = list(by_id.values())[: asked.limit or None]
     else:
         pairs = []
-        for prompt in resolve_prompts(args, [engine]):
+        for prompt in resolve_prompts(asked, [request.engine]):
             stored = by_id.get(prompt.id)
             if stored is None or stored[0].digest() != prompt.digest():
                 what = "is not in" if stored is None else "differs from the one in"
@@ -161,18 +182,20 @@ class Selected:
         return vet
 
 
-def select_golden(args: argparse.Namespace, engine: EngineSpec) -> Selected:
+def select_golden(request: GoldenRequest) -> Selected:
     """The golden that --card/--recipe/--golden-dir/--golden name (checked on load), the prompts a check
     runs (--limit/--prompts/--long) with their recorded answers, and its settings."""
-    card, name, spec = golden_key(args, engine)
+    card, name, spec = golden_key(request)
     recorded_by = card
-    if args.golden is None:  # a golden dir: this card's golden, or its family's for this recipe
-        local = not args.card
-        resolved = families.resolve(golden_dir_of(args), card, name, card_properties(card, local))
+    if request.golden is None:  # a golden dir: this card's golden, or its family's for this recipe
+        local = not request.card
+        resolved = families.resolve(
+            golden_dir_of(request.golden_dir, request.recipe), card, name, card_properties(card, local)
+        )
         recorded_by = resolved.recorded_by
         if resolved.family is not None:
             print(f"bitexact: {resolved.note}", file=sys.stderr)
-    golden = load_golden(golden_file(args, recorded_by, name), card=recorded_by, recipe=name)
-    settings = _stored_settings(args, golden.path, golden.record["settings"])
-    prompts, expected = _selected(args, engine, golden)
+    golden = load_golden(golden_file(request, recorded_by, name), card=recorded_by, recipe=name)
+    settings = _stored_settings(request, golden.path, golden.record["settings"])
+    prompts, expected = _selected(request, golden)
     return Selected(card, name, spec, golden, prompts, expected, settings, recorded_by)

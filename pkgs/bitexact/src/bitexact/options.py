@@ -4,6 +4,7 @@ sends, its settings, the tokenizer its reports decode with."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 from pathlib import Path
 
 from bitexact.argv import (
@@ -41,47 +42,62 @@ def _engine_tokenizer(engines: list[EngineSpec]) -> Tokenizer | None:
     return None
 
 
-def report_tokenizer(args: argparse.Namespace, engines: list[EngineSpec]) -> Tokenizer | None:
+@dataclass(frozen=True)
+class PromptOptions:
+    """What the prompt options (add_prompt_options) ask for, as the verb read them from its command line:
+    a prompt file, generated long prompts, or the shipped battery, and how to tokenize them."""
+
+    prompts: str | None = None
+    long: str | None = None
+    limit: int | None = None
+    tokenizer: str | None = None
+    vocab_size: int | None = None
+    seed: int = 0
+    shared_prefix: int | None = None  # warm's --shared-prefix: it shapes generated prompts too
+
+
+def report_tokenizer(tokenizer: str | None, engines: list[EngineSpec]) -> Tokenizer | None:
     """The tokenizer that decodes text around divergences in reports: --tokenizer, else a local
     hf: model's own; None (no text shown) otherwise."""
-    if getattr(args, "tokenizer", None):
-        return load_tokenizer(args.tokenizer)
+    if tokenizer:
+        return load_tokenizer(tokenizer)
     return _engine_tokenizer(engines)
 
 
 def resolve_prompts(
-    args: argparse.Namespace, engines: list[EngineSpec], long_lengths: list[int] | None = None
+    asked: PromptOptions, engines: list[EngineSpec], long_lengths: list[int] | None = None
 ) -> list[Prompt]:
-    tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
-    lengths = parse_lengths(args.long, MAX_TOKENS) if getattr(args, "long", None) else long_lengths
-    if args.prompts and lengths:
+    tokenizer = load_tokenizer(asked.tokenizer) if asked.tokenizer else None
+    lengths = parse_lengths(asked.long, MAX_TOKENS) if asked.long else long_lengths
+    if asked.prompts and lengths:
         raise UsageError("give either --prompts or --long, not both")
-    if not lengths and not getattr(args, "shared_prefix", None):
+    if not lengths and not asked.shared_prefix:
         # they shape generated prompts only; without any they would change nothing, silently
-        given = {"--vocab-size": args.vocab_size is not None, "--seed": args.seed != 0}
+        given = {"--vocab-size": asked.vocab_size is not None, "--seed": asked.seed != 0}
         unused = [flag for flag, present in given.items() if present]
         if unused:
             raise UsageError(
                 f"{' and '.join(unused)} shape generated long prompts (--long) only, and this run reads "
-                f"{'--prompts' if args.prompts else 'the shipped battery'}: give --long, or leave "
+                f"{'--prompts' if asked.prompts else 'the shipped battery'}: give --long, or leave "
                 f"{'them' if len(unused) > 1 else 'it'} out"
             )
     if lengths:
         if tokenizer is None:
             tokenizer = _engine_tokenizer(engines)
-        prompts = long_battery(lengths, seed=args.seed, tokenizer=tokenizer, vocab_size=args.vocab_size)
-        return prompts[: args.limit] if args.limit else prompts
-    prompts = load_prompts(args.prompts) if args.prompts else default_battery()
-    if args.limit:
-        prompts = prompts[: args.limit]
+        prompts = long_battery(lengths, seed=asked.seed, tokenizer=tokenizer, vocab_size=asked.vocab_size)
+        return prompts[: asked.limit] if asked.limit else prompts
+    prompts = load_prompts(asked.prompts) if asked.prompts else default_battery()
+    if asked.limit:
+        prompts = prompts[: asked.limit]
     if tokenizer is None and any(p.input_ids is None for p in prompts):
         tokenizer = _engine_tokenizer(engines)
     return tokenize_all(prompts, tokenizer)
 
 
-def settings_of(args: argparse.Namespace) -> Settings:
-    new = DEFAULT_MAX_NEW_TOKENS if args.max_new_tokens is None else args.max_new_tokens
-    top = DEFAULT_TOP_LOGPROBS if args.top_logprobs is None else args.top_logprobs
+def settings_of(max_new_tokens: int | None, top_logprobs: int | None) -> Settings:
+    """--max-new-tokens and --top-logprobs as given, else their defaults."""
+    new = DEFAULT_MAX_NEW_TOKENS if max_new_tokens is None else max_new_tokens
+    top = DEFAULT_TOP_LOGPROBS if top_logprobs is None else top_logprobs
     if top < 2:
         raise UsageError("--top-logprobs must be 2 or more (the top-1/top-2 margin needs two)")
     return Settings(max_new_tokens=new, top_logprobs=top)

@@ -19,6 +19,7 @@ from bitexact.golden import (
     replaceable,
 )
 from bitexact.goldenselect import (
+    GoldenRequest,
     golden_dir_of,
     golden_file,
     golden_key,
@@ -29,6 +30,7 @@ from bitexact.identity import gpu_info, known_card_slugs
 from bitexact.landing import GoldenLock, Landing, probe_append, probe_folder
 from bitexact.names import name_option
 from bitexact.options import (
+    PromptOptions,
     add_prompt_options,
     report_tokenizer,
     resolve_prompts,
@@ -127,9 +129,27 @@ def add_parser(sub: Any) -> None:
         q.set_defaults(run=record if name == "record" else check)
 
 
+def _request(args: argparse.Namespace, engine: EngineSpec) -> GoldenRequest:
+    """What this golden verb asks, read once from its command line."""
+    asked = PromptOptions(args.prompts, args.long, args.limit, args.tokenizer, args.vocab_size, args.seed)
+    return GoldenRequest(
+        engine=engine,
+        card=args.card,
+        recipe=args.recipe,
+        recipe_name=args.recipe_name,
+        variant=args.variant,
+        spec=args.spec,
+        golden_dir=args.golden_dir,
+        golden=args.golden,
+        prompts=asked,
+        max_new_tokens=args.max_new_tokens,
+        top_logprobs=args.top_logprobs,
+    )
+
+
 def _known_card(args: argparse.Namespace, card: str) -> None:
     """A golden keyed by a slug no table lists is refused unless --new-card says it is meant."""
-    where = None if args.golden else golden_dir_of(args)
+    where = None if args.golden else golden_dir_of(args.golden_dir, args.recipe)
     known = known_card_slugs(where)
     if card not in known and not args.new_card:
         raise UsageError(
@@ -199,9 +219,10 @@ def record(args: argparse.Namespace, engines: Engines) -> int:
     writable before the engine runs, and the golden, its reports and its history line written together
     or not at all."""
     engine = engines["engine"]
-    card, name, spec = golden_key(args, engine)
+    request = _request(args, engine)
+    card, name, spec = golden_key(request)
     _known_card(args, card)
-    path = golden_file(args, card, name)
+    path = golden_file(request, card, name)
     _not_there(args, path)
     replaceable(path, card=card, recipe=name)
     target = _history_target(args, path)
@@ -210,7 +231,7 @@ def record(args: argparse.Namespace, engines: Engines) -> int:
         probe_append(target, "--history")
     with GoldenLock(path):
         _not_there(args, path)  # a record that held the lock until now may have written it
-        return _record(args, engine, card, name, spec, path, target)
+        return _record(args, request, card, name, spec, path, target)
 
 
 def _not_there(args: argparse.Namespace, path: Path) -> None:
@@ -222,15 +243,16 @@ def _not_there(args: argparse.Namespace, path: Path) -> None:
 
 def _record(
     args: argparse.Namespace,
-    engine: EngineSpec,
+    request: GoldenRequest,
     card: str,
     name: str,
     spec: str,
     path: Path,
     target: Path | None,
 ) -> int:
-    settings = settings_of(args)
-    prompts = resolve_prompts(args, [engine])
+    engine = request.engine
+    settings = settings_of(args.max_new_tokens, args.top_logprobs)
+    prompts = resolve_prompts(request.prompts, [engine])
     build_info = _build_info(args)
     reports = report_paths(args.out, "golden-record")  # bitexact's in --out, or refused before the run
     gens, identity = run_side(
@@ -308,7 +330,7 @@ def _partial(checked: int, recorded: int) -> str:
 
 def check(args: argparse.Namespace, engines: Engines) -> int:
     engine = engines["engine"]
-    selected = select_golden(args, engine)
+    selected = select_golden(_request(args, engine))
     card, name, spec, golden = selected.card, selected.recipe, selected.spec, selected.golden
     settings, prompts, expected = selected.settings, selected.prompts, selected.expected
     # a family's golden: say which card recorded it and which one checked (the same card: say it once)
@@ -345,7 +367,7 @@ def check(args: argparse.Namespace, engines: Engines) -> int:
         settings=settings.to_json(),
         gens_a=gens,
         gens_b=expected,
-        tokenizer=report_tokenizer(args, [engine]),
+        tokenizer=report_tokenizer(args.tokenizer, [engine]),
     )
     summary["reports"] = write_comparison(args.out, "golden-check", summary)
     summary["golden_prompts"] = len(golden.prompts)  # fewer checked: a partial check (the verdict says so)

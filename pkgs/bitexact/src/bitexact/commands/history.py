@@ -56,7 +56,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace, engines: Engines) -> int:
     """`engines`: none (the verb names no engine)."""
-    path = args.history or golden_dir_of(args) / args.card / history.FILE_NAME
+    path = args.history or golden_dir_of(args.golden_dir, args.recipe) / args.card / history.FILE_NAME
     if path_state(path) == "missing":  # a link that leads nowhere is named by read_text, not "no history"
         raise UsageError(
             f"no history for card {args.card!r} at {path}: `bitexact golden record` and `golden check` "

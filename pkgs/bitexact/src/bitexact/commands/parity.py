@@ -14,6 +14,7 @@ from bitexact.errors import UsageError
 from bitexact.helptext import verb_parser
 from bitexact.names import name_option
 from bitexact.options import (
+    PromptOptions,
     add_prompt_options,
     report_tokenizer,
     resolve_prompts,
@@ -90,8 +91,12 @@ def run(args: argparse.Namespace, engines: Engines) -> int:
     spec_a = args.spec_a or side_a.spec
     spec_b = args.spec_b or side_b.spec
     stem = args.name or (f"parity-{args.preset}" if args.preset else "parity")
-    settings = settings_of(args)
-    prompts = resolve_prompts(args, [a, b], long_lengths)
+    settings = settings_of(args.max_new_tokens, args.top_logprobs)
+    prompts = resolve_prompts(
+        PromptOptions(args.prompts, args.long, args.limit, args.tokenizer, args.vocab_size, args.seed),
+        [a, b],
+        long_lengths,
+    )
     report_paths(args.out, stem)  # bitexact's in --out, or refused before the run (ownership.py)
     inflight_a, inflight_b = args.inflight_a or side_a.inflight, args.inflight_b or side_b.inflight
     same = same_engine(a, probe_identity(a), b, probe_identity(b))
@@ -126,7 +131,7 @@ def run(args: argparse.Namespace, engines: Engines) -> int:
         settings=settings.to_json(),
         gens_a=gens_a,
         gens_b=gens_b,
-        tokenizer=report_tokenizer(args, [a, b]),
+        tokenizer=report_tokenizer(args.tokenizer, [a, b]),
     )
     summary["reports"] = write_comparison(args.out, stem, summary)
     verdict = "EQUAL" if summary["differ"] == 0 else "DIFFERENT"

@@ -10,6 +10,7 @@ from bitexact.compare import compare
 from bitexact.errors import UsageError
 from bitexact.helptext import ENGINE, verb_parser
 from bitexact.options import (
+    PromptOptions,
     add_prompt_options,
     resolve_prompts,
     settings_of,
@@ -43,8 +44,10 @@ def run(args: argparse.Namespace, engines: Engines) -> int:
     spec = engines["engine"]
     if spec.kind == "hf" and "assistant" in spec.params and args.batch > 1:
         raise UsageError("repeat with an assistant (speculative decoding in transformers) needs --batch 1")
-    settings = settings_of(args)
-    base = resolve_prompts(args, [spec])
+    settings = settings_of(args.max_new_tokens, args.top_logprobs)
+    base = resolve_prompts(
+        PromptOptions(args.prompts, args.long, args.limit, args.tokenizer, args.vocab_size, args.seed), [spec]
+    )
     report_paths(args.out, "repeat")  # bitexact's in --out, or refused before the run (ownership.py)
     copies = [
         Prompt(id=f"{p.id}#r{i}", input_ids=p.input_ids, text=p.text)

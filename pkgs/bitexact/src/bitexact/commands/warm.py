@@ -18,6 +18,7 @@ from bitexact.errors import BitexactError, UsageError
 from bitexact.files import atomic_write_text
 from bitexact.generation import Generation
 from bitexact.goldenselect import (
+    GoldenRequest,
     Selected,
     select_golden,
 )
@@ -25,6 +26,7 @@ from bitexact.helptext import verb_parser
 from bitexact.longprompts import long_prompt
 from bitexact.names import name_option
 from bitexact.options import (
+    PromptOptions,
     add_prompt_options,
     report_tokenizer,
     resolve_prompts,
@@ -357,18 +359,41 @@ def _pass_row(
     return row, reports
 
 
+def _request(args: argparse.Namespace, engine: EngineSpec) -> GoldenRequest:
+    """What this run asks, read once from its command line: the prompts and settings, and the golden it
+    compares with (where --golden or --golden-dir names one)."""
+    asked = PromptOptions(
+        args.prompts, args.long, args.limit, args.tokenizer, args.vocab_size, args.seed, args.shared_prefix
+    )
+    return GoldenRequest(
+        engine=engine,
+        card=args.card,
+        recipe=args.recipe,
+        recipe_name=args.recipe_name,
+        variant=args.variant,
+        spec=args.spec,
+        golden_dir=args.golden_dir,
+        golden=args.golden,
+        prompts=asked,
+        max_new_tokens=args.max_new_tokens,
+        top_logprobs=args.top_logprobs,
+    )
+
+
 def _inputs(
     args: argparse.Namespace, spec: EngineSpec
 ) -> tuple[list[Prompt], Settings, str, Selected | None]:
     """(prompts, settings, speculation requirement, golden): a golden's own, or from the options."""
-    if args.golden is None and args.golden_dir is None:
-        return resolve_prompts(args, [spec]), settings_of(args), _requirement(args), None
+    request = _request(args, spec)
+    if request.golden is None and request.golden_dir is None:
+        settings = settings_of(request.max_new_tokens, request.top_logprobs)
+        return resolve_prompts(request.prompts, [spec]), settings, _requirement(args), None
     if args.shared_prefix:
         raise UsageError(
             "--shared-prefix with a golden: the golden holds the prompts as recorded, without a prefix; "
             "drop one of them"
         )
-    golden = select_golden(args, spec)
+    golden = select_golden(request)
     return golden.prompts, golden.settings, golden.spec, golden
 
 
@@ -435,7 +460,7 @@ def run(args: argparse.Namespace, engines: Engines) -> int:
         "identity": identity,
         "requirement": requirement,
         "settings": settings.to_json(),
-        "tokenizer": report_tokenizer(args, [spec]),
+        "tokenizer": report_tokenizer(args.tokenizer, [spec]),
     }
     passes, reports = [], []
     for name, pass_gens in by_pass.items():
