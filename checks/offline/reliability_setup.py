@@ -284,13 +284,13 @@ def other_run(verb_argv: tuple[str, ...], out: str = "o", wrote: str = "repeat.m
     def setup(tmp: Path) -> None:
         sys.path[:0] = [str(s) for s in SOURCES]
         from bitexact import runs
-        from bitexact.cli import build_parser
+        from bitexact.cli import build_parser, command_of, given_engines
         from bitexact.ownership import take
 
         argv = [a.replace("{tmp}", str(tmp)) for a in verb_argv]
         args = build_parser().parse_args(argv)
         (tmp / out).mkdir(parents=True, exist_ok=True)
-        runs.claim(tmp / out, args, argv)
+        runs.claim(tmp / out, command_of(args, given_engines(args), argv))
         take(tmp / out / wrote).write_text(
             "the first run's report\n"
         )  # entered in its manifest, as bitexact does

@@ -98,6 +98,10 @@ def test_one_command_per_verb_in_an_out(tmp_path, capsys):
     )
 
 
+def _same(raw_a: str, ident_a, raw_b: str, ident_b):
+    return same_engine(parse_engine(raw_a), ident_a, parse_engine(raw_b), ident_b)
+
+
 def test_the_same_engine_is_known_by_what_it_says_of_itself():
     with CannedSGLang() as one, CannedSGLang() as two:
         ident = {}
@@ -105,25 +109,21 @@ def test_the_same_engine_is_known_by_what_it_says_of_itself():
             engine = SGLangHttpEngine(parse_engine(raw))
             ident[raw] = engine.identity()
         a, b, c = ident
-        assert (
-            same_engine(a, ident[a], b, ident[b]) == "one server: the same identity and the same start time"
-        )
-        assert same_engine(a, ident[a], c, ident[c]) is None  # same build, same args: another server
+        assert _same(a, ident[a], b, ident[b]) == "one server: the same identity and the same start time"
+        assert _same(a, ident[a], c, ident[c]) is None  # same build, same args: another server
         port = one.port
     with CannedSGLang(port=port) as restarted:  # same address, a new start: another engine
         again = SGLangHttpEngine(parse_engine(f"sglang+{restarted.url}")).identity()
-    assert same_engine(a, ident[a], a, again) is None
+    assert _same(a, ident[a], a, again) is None
     # without a start time, the address decides: localhost resolves to the loopback address
-    assert same_engine(a, {}, b, {}) and not same_engine(a, {}, c, {})
-    assert same_engine("hf:/m/../m", None, "hf:/m", None) and not same_engine(
-        "hf:/m", None, "hf:/m?batch=2", None
-    )
+    assert _same(a, {}, b, {}) and not _same(a, {}, c, {})
+    assert _same("hf:/m/../m", None, "hf:/m", None) and not _same("hf:/m", None, "hf:/m?batch=2", None)
 
 
 def test_an_unforeseen_error_is_one_line_and_a_file(tmp_path, capsys, monkeypatch):
     import bitexact.commands.history as history_verb
 
-    def broken(args):
+    def broken(args, engines):
         return 1 / 0
 
     monkeypatch.setattr(history_verb, "run", broken)

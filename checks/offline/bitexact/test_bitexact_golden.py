@@ -171,14 +171,14 @@ def test_no_card_is_guessed_for_a_server_this_machine_cannot_see(tmp_path, capsy
     """A client without a GPU against a server on 127.0.0.1 (behind an ssh tunnel, say), and a client
     with a GPU against a server elsewhere: neither may key the golden by this machine's card. Both are
     refused before any server is contacted (nothing listens on these addresses)."""
-    import bitexact.commands.golden as golden_cmd
+    import bitexact.goldenselect as golden_select
 
     common = ["--recipe-name", "r", "--golden-dir", str(tmp_path / "g"), "--out", str(tmp_path / "o")]
-    monkeypatch.setattr(golden_cmd, "detect_card", lambda: "cpu")
+    monkeypatch.setattr(golden_select, "detect_card", lambda: "cpu")
     for verb in ("record", "check"):
         assert main(["golden", verb, "sglang+http://127.0.0.1:9", *common]) == 2
         assert "no NVIDIA GPU is visible on this machine" in capsys.readouterr().err
-    monkeypatch.setattr(golden_cmd, "detect_card", lambda: "h200")
+    monkeypatch.setattr(golden_select, "detect_card", lambda: "h200")
     assert main(["golden", "record", "sglang+http://10.11.12.13:30000", *common]) == 2
     err = capsys.readouterr().err
     assert "runs on another machine" in err and "pass --card SLUG" in err

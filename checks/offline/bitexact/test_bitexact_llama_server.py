@@ -18,6 +18,7 @@ import pytest
 from bitexact.cli import main
 from bitexact.engines.base import Settings
 from bitexact.engines.factory import open_engine
+from bitexact.engines.spec import parse_engine
 from bitexact.prompts import Prompt
 from bx_gguf_models import write_models
 from bx_llama_server import LlamaServer, install, version
@@ -72,7 +73,7 @@ def test_ids_and_logprobs_are_the_servers_own(llama_tree, gguf, tmp_path):
     the native `/completion` endpoint of the same server reports for the same request (its `tokens` list
     and `completion_probabilities`): ids are the server's, not text taken for ids."""
     with LlamaServer(llama_tree, gguf["target"], tmp_path / "server.log") as server:
-        engine = open_engine(_engine(server))
+        engine = open_engine(parse_engine(_engine(server)))
         prompts = [Prompt(id=f"p{i}", input_ids=tuple(ids)) for i, ids in enumerate(PROMPTS)]
         settings = Settings(max_new_tokens=NEW, top_logprobs=TOP)
         by_id = {g.prompt_id: g for p in prompts for g in engine.generate([p], settings)}
@@ -211,7 +212,7 @@ def test_the_native_engine_gives_every_position_of_byte_fallback_output(llama_tr
     exactly where it gave none; where the entries fit the tokens two ways, every position is probed, and
     the server's entries are then found among the probed positions, in order, bit for bit."""
     with LlamaServer(llama_tree, gguf["unconstrained"], tmp_path / "any.log") as server:
-        engine = open_engine(f"llamacpp+{server.url}")
+        engine = open_engine(parse_engine(f"llamacpp+{server.url}"))
         ident = engine.identity()
         settings = Settings(max_new_tokens=NEW, top_logprobs=TOP)
         gens = {g.prompt_id: g for g in engine.generate(_prompts(), settings)}
@@ -251,7 +252,7 @@ def test_a_probe_gives_the_generations_own_bits(llama_tree, gguf, tmp_path, monk
     import bitexact.engines.llamacpp_http as native
 
     with LlamaServer(llama_tree, gguf["target"], tmp_path / "t.log") as server:
-        engine = open_engine(f"llamacpp+{server.url}")
+        engine = open_engine(parse_engine(f"llamacpp+{server.url}"))
         settings = Settings(max_new_tokens=NEW, top_logprobs=TOP)
         reported = {g.prompt_id: g for g in engine.generate(_prompts(), settings)}
         monkeypatch.setattr(native, "align", lambda tokens, entry_ids: None)  # every position probed

@@ -199,3 +199,71 @@ def test_a_chosen_token_off_the_reported_argmax_is_named_and_how():
     assert found == [(1, "below", 8), (2, "tie", 8), (3, "ignored", 2)]
     gen.meta = {}
     assert [f["kind"] for f in not_argmax(gen)] == ["below", "tie", "below"]
+
+
+def test_no_verb_imports_another_and_no_private_name_crosses_a_module():
+    """What the verbs share lives outside commands/ (options.py, sides.py, output.py, goldenselect.py);
+    a name that leading underscore calls private is used only in its own module."""
+    import ast
+
+    import bitexact
+
+    package = Path(bitexact.__file__).parent
+    verbs = {p.stem for p in (package / "commands").glob("*.py")} - {"__init__"}
+    assert {"golden", "parity", "warm", "history"} <= verbs
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bitexact"):
+                names = [a.name for a in node.names]
+                if path.parent.name == "commands" and (
+                    node.module.startswith("bitexact.commands") and node.module != "bitexact.commands"
+                ):
+                    found.append(f"{path.name} imports {node.module}")
+                if path.parent.name == "commands" and node.module == "bitexact.commands":
+                    found += [f"{path.name} imports commands.{n}" for n in names]
+                private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+                found += [f"{path.name} imports {node.module}.{n}" for n in private]
+            if isinstance(node, ast.Import) and path.parent.name == "commands":
+                found += [f"{path.name} imports {a.name}" for a in node.names if "commands." in a.name]
+    assert found == []
+
+
+def test_the_engine_strings_are_parsed_once_by_the_cli():
+    """cli.given_engines parses a command's engine strings; the verbs, their --out key and their results
+    file names take the specs it made, so no other module of bitexact calls parse_engine."""
+    import ast
+
+    import bitexact
+
+    package = Path(bitexact.__file__).parent
+    callers = sorted(
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "parse_engine"
+    )
+    assert callers == ["cli.py"]
+
+
+def test_only_the_cli_and_the_verbs_take_the_parsed_command_line():
+    """Each verb reads its argparse.Namespace at the top into what the services take (engine specs,
+    PromptOptions, GoldenRequest, runs.Command); argv.py's argparse actions take one by argparse's API."""
+    import ast
+
+    import bitexact
+
+    package = Path(bitexact.__file__).parent
+    takers = []
+    for path in sorted(package.rglob("*.py")):
+        where = path.relative_to(package)
+        if where.parts[0] in ("cli.py", "commands", "argv.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                arguments = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+                if any(
+                    a.annotation is not None and "Namespace" in ast.unparse(a.annotation) for a in arguments
+                ):
+                    takers.append(f"{where}:{node.name}")
+    assert takers == []

@@ -19,6 +19,7 @@ from pathlib import Path
 from bitexact import __version__, runs
 from bitexact.argv import StrictParser
 from bitexact.commands import bench, golden, history, parity, repeat, warm
+from bitexact.engines.spec import parse_engine
 from bitexact.errors import BitexactError
 from bitexact.files import SHOWN, OutLock, describe_os_error, displayable, distinct_roles, prepare_out
 from bitexact.helptext import HelpFormatter
@@ -85,19 +86,43 @@ def shown_streams() -> None:
             reconfigure(errors=SHOWN)
 
 
+def given_engines(args: argparse.Namespace) -> runs.Engines:
+    """The command's engine strings (A and B, or its one engine), each parsed once: the verb, its --out
+    key and its results file names all take these specs. A malformed string is a UsageError here."""
+    given = {name: getattr(args, name, None) for name in runs.ENGINE_OPTIONS}
+    return {name: parse_engine(raw) for name, raw in given.items() if isinstance(raw, str)}
+
+
+def verb_of(args: argparse.Namespace) -> str:
+    return runs.verb_of(args.verb, getattr(args, "golden_verb", None))
+
+
+def command_of(args: argparse.Namespace, engines: runs.Engines, argv: list[str]) -> runs.Command:
+    """The command as runs.py keys --out by it."""
+    identity = runs.run_identity(vars(args), engines)
+    return runs.Command(verb_of(args), identity, bool(getattr(args, "force", False)), tuple(argv))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     out: Path | None = None
     shown_streams()
     try:
         args = build_parser().parse_args(argv)  # usage errors exit 2 here (argparse's own convention)
-        distinct_roles(args)
+        distinct_roles(vars(args))
         if not hasattr(args, "out"):
-            return int(args.run(args))
-        out = runs.out_dir(args)
+            return int(args.run(args, given_engines(args)))
+        # The engine strings are parsed once, where --out's key first needs them: before a default --out
+        # is named from it, else after the --out given is prepared (the order of errors as it always was).
+        engines = None
+        if args.out is None:
+            engines = given_engines(args)
+            args.out = runs.default_out(verb_of(args), runs.run_identity(vars(args), engines))
+        out = Path(args.out)
         with OutLock(prepare_out(out)):
-            runs.claim(out, args, argv)
-            return int(args.run(args))
+            engines = given_engines(args) if engines is None else engines
+            runs.claim(out, command_of(args, engines, argv))
+            return int(args.run(args, engines))
     except BitexactError as exc:
         print(displayable(f"bitexact: error: {exc}"), file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ import sys
 import unicodedata
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import exactformats
 
@@ -224,7 +225,7 @@ class OutLock:
             holder = os.pread(fd, 4096, 0).decode("utf-8", errors="replace")
             os.close(fd)
             raise UsageError(
-                f"--out {self.path.parent} is in use by another bitexact run ({_holder_text(holder)}); "
+                f"--out {self.path.parent} is in use by another bitexact run ({holder_text(holder)}); "
                 "wait for it to finish, or give this run another --out"
             ) from None
         holder = {
@@ -252,7 +253,8 @@ class OutLock:
             self.fd = None
 
 
-def _holder_text(raw: str) -> str:
+def holder_text(raw: str) -> str:
+    """Who holds a lock, in words, from the lock file's JSON (pid, host, start, command)."""
     try:
         holder = json.loads(raw)
         return f"pid {holder['pid']} on {holder['host']}, started {holder['started']}: `{holder['command']}`"
@@ -272,15 +274,15 @@ FILE_OPTIONS = {
 }
 
 
-def distinct_roles(args: object) -> None:
-    """UsageError when two of `args`' file options name one file (after links are followed), or one
-    names the --out folder."""
+def distinct_roles(options: dict[str, Any]) -> None:
+    """UsageError when two of a command's file options (`options`: name to value, as parsed) name one
+    file (after links are followed), or one names the --out folder."""
     seen: dict[str, str] = {}
-    out = getattr(args, "out", None)
+    out = options.get("out")
     if out is not None:
         seen[os.path.realpath(out)] = "--out"  # realpath, not resolve(): a link loop is no crash here
     for dest, option in FILE_OPTIONS.items():
-        value = getattr(args, dest, None)
+        value = options.get(dest)
         if value is None:
             continue
         real = os.path.realpath(value)

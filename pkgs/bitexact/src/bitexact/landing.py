@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 
 from bitexact.errors import UsageError
-from bitexact.files import SHOWN, OutputError, _holder_text, describe_os_error, shown
+from bitexact.files import SHOWN, OutputError, describe_os_error, holder_text, shown
 
 UNDONE = (
     "nothing of this record was kept (the golden, its reports and its history line land together or not "
@@ -137,7 +137,7 @@ class GoldenLock:
                 _remove_made(self.made)
                 raise UsageError(
                     f"golden {shown(self.golden)} is being recorded by another bitexact run "
-                    f"({_holder_text(holder)}); two records of one card and recipe at once would replace "
+                    f"({holder_text(holder)}); two records of one card and recipe at once would replace "
                     "each other: wait for it to finish (then pass --force to replace its golden, if meant)"
                 ) from None
             try:

@@ -118,7 +118,9 @@ def _check_variant(path: Path, name: str, variant: Any) -> None:
         )
 
 
-def _side(recipe: dict[str, Any], name: str) -> Side:
+def variant_side(recipe: dict[str, Any], name: str) -> Side:
+    """How a recipe variant's server is asked and what it must do: its speculation requirement (must,
+    never, any) and the requests its client keeps in flight. An unknown variant is a usage error."""
     variant = recipe["variants"].get(name)
     if variant is None:
         raise UsageError(
@@ -141,7 +143,11 @@ def make_preset(recipe: dict[str, Any], name: str) -> Preset:
     reference the recipe's output must equal. `long` is the recipe vs no-spec on long prompts."""
     if name == "long":
         return Preset(
-            name, _side(recipe, "recipe"), _side(recipe, "no-spec"), True, "recipe vs no-spec, long prompts"
+            name,
+            variant_side(recipe, "recipe"),
+            variant_side(recipe, "no-spec"),
+            True,
+            "recipe vs no-spec, long prompts",
         )
     if name == "no-spec":
         raise UsageError("no-spec is not a preset: it is engine B, the reference of the recipe's presets")
@@ -150,5 +156,9 @@ def make_preset(recipe: dict[str, Any], name: str) -> Preset:
     variant = recipe["variants"][name]
     reference = "recipe" if variant.get("set") else "no-spec"
     return Preset(
-        name, _side(recipe, name), _side(recipe, reference), False, str(variant.get("description", ""))
+        name,
+        variant_side(recipe, name),
+        variant_side(recipe, reference),
+        False,
+        str(variant.get("description", "")),
     )

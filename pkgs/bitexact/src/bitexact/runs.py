@@ -17,18 +17,18 @@ command again finds its results there and resumes, another command never meets t
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import hashlib
 import json
 import os
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bitexact import strictjson
-from bitexact.engines.spec import parse_engine
+from bitexact.engines.spec import EngineSpec
 from bitexact.errors import UsageError
 from bitexact.files import LOCK_NAME, atomic_write_text, dumps, read_text
 from bitexact.ownership import ASIDE, MANIFEST, aside_folder, forget, not_ours, ours_there
@@ -40,6 +40,8 @@ DEFAULT_ROOT = Path("bitexact-out")
 # and where a history line goes and what it names (the history is outside --out).
 NOT_IDENTITY = {"out", "json", "force", "run", "history", "no_history", "build_id", "build_info"}
 ENGINE_OPTIONS = ("a", "b", "engine")
+# A command's engine options, each parsed once (given_engines), by option name.
+Engines = dict[str, EngineSpec]
 # The names each verb gives its files in an --out (results, reports), by prefix: kept apart between verbs
 # (report_stem); which files are bitexact's is the manifest's to say (ownership.py), never these.
 FILES = {
@@ -81,22 +83,34 @@ def _names_a_path(name: str, value: Any) -> bool:
     return not (name == "tokenizer" and (value == "bytes" or value.startswith("bytes:")))
 
 
-def _value(name: str, value: Any) -> Any:
+def _value(name: str, value: Any, engines: Engines) -> Any:
     """An option's value as it keys --out and the results there: what it names, not how it is spelled.
     An engine without its transport options; a path resolved (`p.jsonl`, `./p.jsonl`, `../x/p.jsonl` and
     a link to it name one file), so that a rerun spelled otherwise resumes instead of being refused."""
-    if name in ENGINE_OPTIONS and isinstance(value, str):
-        return parse_engine(value).canonical  # `?retries=5` waits differently, computes the same
+    if name in engines:
+        return engines[name].canonical  # `?retries=5` waits differently, computes the same
     if _names_a_path(name, value):
         return os.path.realpath(value)
     return value
 
 
-def run_identity(args: argparse.Namespace) -> dict[str, Any]:
-    """The command as it shapes --out: the verb and its options, less those that do not."""
+@dataclass(frozen=True)
+class Command:
+    """A bitexact command as it shapes --out: its verb (`golden-check`, say), its identity (run_identity),
+    whether --force was given, and its command line as typed (the run record shows it)."""
+
+    verb: str
+    identity: dict[str, Any]
+    force: bool
+    argv: tuple[str, ...]
+
+
+def run_identity(options: dict[str, Any], engines: Engines) -> dict[str, Any]:
+    """The command as it shapes --out: the verb and its options (name to value, as parsed), less those
+    that do not. `engines`: the command's engine options as parsed (cli.given_engines)."""
     return {
-        name: _value(name, value)
-        for name, value in sorted(vars(args).items())
+        name: _value(name, value, engines)
+        for name, value in sorted(options.items())
         if name not in NOT_IDENTITY and not callable(value)
     }
 
@@ -105,15 +119,14 @@ def digest(identity: dict[str, Any]) -> str:
     return hashlib.sha256(dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def verb_of(args: argparse.Namespace) -> str:
-    return "-".join(v for v in (args.verb, getattr(args, "golden_verb", None)) if v)
+def verb_of(verb: str, sub_verb: str | None) -> str:
+    """`golden check` is `golden-check`."""
+    return "-".join(v for v in (verb, sub_verb) if v)
 
 
-def out_dir(args: argparse.Namespace) -> Path:
-    """--out, or the command's own folder under bitexact-out/ (set on `args` for the verb to use)."""
-    if args.out is None:
-        args.out = DEFAULT_ROOT / f"{verb_of(args)}-{digest(run_identity(args))[:8]}"
-    return Path(args.out)
+def default_out(verb: str, identity: dict[str, Any]) -> Path:
+    """The command's own folder under bitexact-out/, where no --out is given."""
+    return DEFAULT_ROOT / f"{verb}-{digest(identity)[:8]}"
 
 
 def _read(path: Path) -> dict[str, Any] | None:
@@ -150,16 +163,15 @@ def _move_aside(out: Path) -> tuple[Path, list[str]]:
     return target, not_ours(out, (LOCK_NAME, RECORD_NAME, aside.name))
 
 
-def claim(out: Path, args: argparse.Namespace, argv: list[str]) -> None:
+def claim(out: Path, command: Command) -> None:
     """Make `out` this command's for its verb, or refuse: another command of the verb ran there
     (UsageError naming it, the options that differ, a new --out and --force). With --force what --out
     holds is moved aside first. A record whose run wrote nothing (it was refused before it began) holds
     nothing to protect; an --out of files without a record (an older bitexact's) is taken as it is."""
-    identity, verb = run_identity(args), verb_of(args)
+    identity, verb, force = command.identity, command.verb, command.force
     path = out / RECORD_NAME
     there = path.exists() or path.is_symlink()
     record = _read(path) if there else None
-    force = bool(getattr(args, "force", False))
     wrote = any(entry.name != ASIDE for entry in ours_there(out))
     runs = dict(record["runs"]) if record is not None and isinstance(record.get("runs"), dict) else {}
     mine = runs.get(verb)
@@ -195,7 +207,7 @@ def claim(out: Path, args: argparse.Namespace, argv: list[str]) -> None:
     if not wrote:
         runs = {}
     runs[verb] = {
-        "command": shlex.join(["bitexact", *argv]),
+        "command": shlex.join(["bitexact", *command.argv]),
         "identity": identity,
         "digest": digest(identity),
     }

@@ -12,13 +12,15 @@ import sys
 from typing import Any
 
 from bitexact.argv import MAX_RUNS, MAX_SEED, MAX_TOKENS, MAX_VOCAB, count, parse_lengths
-from bitexact.commands.common import add_out_options, emit, keyed_store, report_paths, write_reports
 from bitexact.engines.base import Timing
 from bitexact.engines.factory import open_engine
-from bitexact.engines.spec import parse_engine
 from bitexact.errors import EngineError
 from bitexact.helptext import ENGINE, verb_parser
 from bitexact.longprompts import long_prompt
+from bitexact.options import (
+    add_out_options,
+)
+from bitexact.output import emit, report_paths, write_reports
 from bitexact.presets import BENCH_LENGTHS, load_recipe
 from bitexact.progress import Progress
 from bitexact.prompts import Prompt, load_tokenizer
@@ -26,6 +28,8 @@ from bitexact.report.html import bench_html
 from bitexact.report.markdown import bench_markdown
 from bitexact.results import ResultStore
 from bitexact.runner import STALL_S
+from bitexact.runs import Engines
+from bitexact.sides import keyed_store
 
 
 def add_parser(sub: Any) -> None:
@@ -111,8 +115,8 @@ def _measure(
     return done
 
 
-def run(args: argparse.Namespace) -> int:
-    parse_engine(args.engine)  # a malformed engine string fails before any prompt is built
+def run(args: argparse.Namespace, engines: Engines) -> int:
+    spec = engines["engine"]  # parsed before any prompt is built: a malformed string fails first
     lengths = parse_lengths(args.lengths, MAX_TOKENS) if args.lengths else list(BENCH_LENGTHS)
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
     reference = load_recipe(args.recipe)["reference"] if args.recipe else None
@@ -122,11 +126,11 @@ def run(args: argparse.Namespace) -> int:
         for i, n in enumerate(lengths)
     ]
     report_paths(args.out, "bench")  # bitexact's in --out, or refused before the run (ownership.py)
-    engine = open_engine(args.engine)
+    engine = open_engine(spec)
     bar = Progress(f"bench {args.engine}", len(prompts) * args.runs)
     try:
         identity = engine.identity()
-        store = keyed_store(args.out, "bench", args.engine, identity, {"new_tokens": args.new_tokens})
+        store = keyed_store(args.out, "bench", spec, identity, {"new_tokens": args.new_tokens})
         bar.watch(STALL_S)
         try:
             timings = _measure(engine, prompts, args, store, bar)

@@ -4,48 +4,44 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bitexact import __version__, families, history
+from bitexact import __version__, history
 from bitexact.argv import MAX_IN_FLIGHT, count
-from bitexact.commands.common import (
-    add_prompt_options,
-    emit,
-    report_paths,
-    report_tokenizer,
-    resolve_prompts,
-    run_side,
-    settings_of,
-)
-from bitexact.commands.parity import write_comparison
-from bitexact.engines.base import Settings
-from bitexact.engines.spec import parse_engine
-from bitexact.errors import GoldenError, UsageError
+from bitexact.engines.spec import EngineSpec
+from bitexact.errors import UsageError
 from bitexact.files import env_path, env_value, shown
-from bitexact.generation import Generation
 from bitexact.golden import (
-    Golden,
     build_record,
-    golden_path,
-    load_golden,
     record_text,
     replaceable,
-    stored_settings,
+)
+from bitexact.goldenselect import (
+    GoldenRequest,
+    golden_dir_of,
+    golden_file,
+    golden_key,
+    select_golden,
 )
 from bitexact.helptext import ENGINE, EXAMPLES, HelpFormatter, verb_parser
-from bitexact.identity import CPU, card_properties, detect_card, gpu_info, known_card_slugs, model_mismatch
+from bitexact.identity import gpu_info, known_card_slugs
 from bitexact.landing import GoldenLock, Landing, probe_append, probe_folder
-from bitexact.names import checked_name, name_option
-from bitexact.presets import _side, load_recipe
-from bitexact.prompts import Prompt
+from bitexact.names import name_option
+from bitexact.options import (
+    PromptOptions,
+    add_prompt_options,
+    report_tokenizer,
+    resolve_prompts,
+    settings_of,
+)
+from bitexact.output import emit, report_paths, write_comparison
 from bitexact.report.fmt import compared_text, not_argmax_text
 from bitexact.report.html import record_html
 from bitexact.report.markdown import record_markdown
+from bitexact.runs import Engines
+from bitexact.sides import run_side
 from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
 from bitexact.summary import comparison_summary
 
@@ -133,80 +129,27 @@ def add_parser(sub: Any) -> None:
         q.set_defaults(run=record if name == "record" else check)
 
 
-def card_of(args: argparse.Namespace) -> str:
-    """The card the engine computes on. Never guessed: a server elsewhere runs on a card this machine
-    cannot see (SGLang's /server_info names none), and a machine without a GPU cannot name one."""
-    if args.card:
-        return str(args.card)
-    spec = parse_engine(args.engine)
-    if spec.kind == "hf" and spec.params.get("device", "cpu") == "cpu":
-        return "cpu"
-    if not spec.local:
-        raise UsageError(
-            f"engine {args.engine!r} runs on another machine: its card cannot be seen from here and the "
-            "server does not report it; pass --card SLUG, the slug of the server's card (e.g. h200, "
-            "rtx-pro-6000-blackwell)"
-        )
-    card = checked_name(detect_card(), "this machine's card slug")
-    if card == CPU:  # detect_card's answer where no NVIDIA GPU is visible
-        raise UsageError(
-            f"no NVIDIA GPU is visible on this machine, so the card behind {args.engine!r} is unknown "
-            "(a golden keyed 'cpu' would be wrong); pass --card SLUG, the slug of the server's card"
-        )
-    return card
-
-
-def golden_dir_of(args: argparse.Namespace) -> Path:
-    """--golden-dir; else checks/golden of the repository that holds the recipe file
-    (<repo>/nix/recipes/NAME.json), else of the repository around the current directory. Never a
-    checks/golden made up in whatever directory one happens to be in."""
-    if args.golden_dir:
-        return args.golden_dir
-    recipe = args.recipe or env_value("BITEXACT_RECIPE")
-    if recipe:
-        where = Path(os.path.realpath(recipe))  # realpath: a link loop is read (and named) later
-        root = where.parents[2] if len(where.parents) > 2 else where.parent
-        if (
-            where.parent.name == "recipes"
-            and where.parent.parent.name == "nix"
-            and (root / "checks").is_dir()
-        ):
-            return root / "checks" / "golden"
-    for folder in [Path.cwd(), *Path.cwd().parents]:
-        if (folder / "flake.nix").is_file() and (folder / "pkgs" / "bitexact").is_dir():
-            return folder / "checks" / "golden"
-    raise UsageError(
-        "where do goldens live? No repository was found from the recipe file's location or the current "
-        "directory: pass --golden-dir DIR (the repository's checks/golden) or --golden FILE"
+def _request(args: argparse.Namespace, engine: EngineSpec) -> GoldenRequest:
+    """What this golden verb asks, read once from its command line."""
+    asked = PromptOptions(args.prompts, args.long, args.limit, args.tokenizer, args.vocab_size, args.seed)
+    return GoldenRequest(
+        engine=engine,
+        card=args.card,
+        recipe=args.recipe,
+        recipe_name=args.recipe_name,
+        variant=args.variant,
+        spec=args.spec,
+        golden_dir=args.golden_dir,
+        golden=args.golden,
+        prompts=asked,
+        max_new_tokens=args.max_new_tokens,
+        top_logprobs=args.top_logprobs,
     )
-
-
-def _key(args: argparse.Namespace) -> tuple[str, str, str]:
-    """(card, recipe name, spec requirement)."""
-    spec = args.spec or "any"
-    if args.recipe_name:
-        name = args.recipe_name
-        if args.recipe:  # the name replaces the recipe file's; its variant's requirement still holds
-            spec = args.spec or _side(load_recipe(args.recipe), args.variant).spec
-    elif args.recipe or env_value("BITEXACT_RECIPE"):
-        recipe = load_recipe(args.recipe)
-        name = recipe["name"]
-        spec = args.spec or _side(recipe, args.variant).spec
-    else:
-        raise UsageError("goldens are keyed by recipe: pass --recipe FILE or --recipe-name NAME")
-    if args.long and not args.recipe_name and not args.golden:
-        # A golden holds one prompt set: in a golden dir the long prompts key as `<recipe>-long`.
-        name = f"{name}-long"
-    return card_of(args), name, spec
-
-
-def _path(args: argparse.Namespace, card: str, name: str) -> Path:
-    return (args.golden or golden_path(golden_dir_of(args), card, name)).absolute()
 
 
 def _known_card(args: argparse.Namespace, card: str) -> None:
     """A golden keyed by a slug no table lists is refused unless --new-card says it is meant."""
-    where = None if args.golden else golden_dir_of(args)
+    where = None if args.golden else golden_dir_of(args.golden_dir, args.recipe)
     known = known_card_slugs(where)
     if card not in known and not args.new_card:
         raise UsageError(
@@ -216,11 +159,15 @@ def _known_card(args: argparse.Namespace, card: str) -> None:
 
 
 def _components(
-    args: argparse.Namespace, identity: dict[str, Any], build_info: dict[str, str], gpu: dict[str, Any] | None
+    args: argparse.Namespace,
+    engine: EngineSpec,
+    identity: dict[str, Any],
+    build_info: dict[str, str],
+    gpu: dict[str, Any] | None,
 ) -> dict[str, str]:
     """The build behind the values; the host's driver counts only for an engine on this machine (NVML is
     asked here when `gpu` is not already at hand)."""
-    if not parse_engine(args.engine).local:
+    if not engine.local:
         gpu = {}
     elif gpu is None:
         gpu = gpu_info()
@@ -267,13 +214,15 @@ def _build_id(args: argparse.Namespace) -> str | None:
     return args.build_id or env_value("BITEXACT_BUILD_ID")
 
 
-def record(args: argparse.Namespace) -> int:
+def record(args: argparse.Namespace, engines: Engines) -> int:
     """One transaction (landing.py): the golden locked for the whole record, every destination proven
     writable before the engine runs, and the golden, its reports and its history line written together
     or not at all."""
-    card, name, spec = _key(args)
+    engine = engines["engine"]
+    request = _request(args, engine)
+    card, name, spec = golden_key(request)
     _known_card(args, card)
-    path = _path(args, card, name)
+    path = golden_file(request, card, name)
     _not_there(args, path)
     replaceable(path, card=card, recipe=name)
     target = _history_target(args, path)
@@ -282,7 +231,7 @@ def record(args: argparse.Namespace) -> int:
         probe_append(target, "--history")
     with GoldenLock(path):
         _not_there(args, path)  # a record that held the lock until now may have written it
-        return _record(args, card, name, spec, path, target)
+        return _record(args, request, card, name, spec, path, target)
 
 
 def _not_there(args: argparse.Namespace, path: Path) -> None:
@@ -293,18 +242,25 @@ def _not_there(args: argparse.Namespace, path: Path) -> None:
 
 
 def _record(
-    args: argparse.Namespace, card: str, name: str, spec: str, path: Path, target: Path | None
+    args: argparse.Namespace,
+    request: GoldenRequest,
+    card: str,
+    name: str,
+    spec: str,
+    path: Path,
+    target: Path | None,
 ) -> int:
-    settings = settings_of(args)
-    prompts = resolve_prompts(args, [args.engine])
+    engine = request.engine
+    settings = settings_of(args.max_new_tokens, args.top_logprobs)
+    prompts = resolve_prompts(request.prompts, [engine])
     build_info = _build_info(args)
     reports = report_paths(args.out, "golden-record")  # bitexact's in --out, or refused before the run
     gens, identity = run_side(
-        args.engine, prompts, settings, args.out, "golden", args.inflight, tokenizer=args.tokenizer
+        engine, prompts, settings, args.out, "golden", args.inflight, tokenizer=args.tokenizer
     )
     check_spec(gens, spec, args.engine)
     gpu = gpu_info()
-    found = _components(args, identity, build_info, gpu)
+    found = _components(args, engine, identity, build_info, gpu)
     metadata = {
         "recorded": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "bitexact": __version__,
@@ -365,89 +321,6 @@ def _record(
     return 0
 
 
-def _stored_settings(args: argparse.Namespace, golden_path_: Path, stored: dict[str, Any]) -> Settings:
-    """The golden's settings; an option that asks for others is refused, never silently ignored."""
-    settings = stored_settings(stored)  # load_golden has checked them
-    for option, given, recorded in (
-        ("--max-new-tokens", args.max_new_tokens, settings.max_new_tokens),
-        ("--top-logprobs", args.top_logprobs, settings.top_logprobs),
-    ):
-        if given is not None and given != recorded:
-            raise UsageError(
-                f"{option} {given}: golden {golden_path_} was recorded with {option} {recorded}, and a check "
-                "compares with the same settings; drop the option (or record a new golden)"
-            )
-    return settings
-
-
-def _selected(args: argparse.Namespace, golden: Any) -> tuple[list[Any], list[Any]]:
-    """The golden's prompts (the first --limit of them), or those named by --prompts/--long, each of
-    which must be one of the golden's, sent exactly as recorded; anything else is refused."""
-    by_id = dict(
-        zip((p.id for p in golden.prompts), zip(golden.prompts, golden.generations, strict=True), strict=True)
-    )
-    if not (args.prompts or args.long):
-        pairs = list(by_id.values())[: args.limit or None]
-    else:
-        pairs = []
-        for prompt in resolve_prompts(args, [args.engine]):
-            stored = by_id.get(prompt.id)
-            if stored is None or stored[0].digest() != prompt.digest():
-                what = "is not in" if stored is None else "differs from the one in"
-                raise UsageError(
-                    f"prompt {prompt.id!r} {what} golden {golden.path}: a check runs the golden's own "
-                    "prompts (drop --prompts/--long to run all of them, --limit N for the first N)"
-                )
-            pairs.append(stored)
-    return [p for p, _ in pairs], [g for _, g in pairs]
-
-
-@dataclass(frozen=True)
-class Selected:
-    """A check's golden, named by the options, and what the check runs from it."""
-
-    card: str
-    recipe: str
-    spec: str  # the speculation requirement
-    golden: Golden
-    prompts: list[Prompt]
-    expected: list[Generation]
-    settings: Settings
-    recorded_by: str  # the card whose golden it is: this card, or its family's (families.py)
-
-    def vet(self, engine: str, allow_mismatch: bool) -> Callable[[dict[str, Any]], None]:
-        """Refuses a server that names another model than the golden's (unless allowed)."""
-
-        def vet(identity: dict[str, Any]) -> None:
-            recorded = self.golden.record["metadata"].get("engine_identity") or {}
-            mismatch = model_mismatch(recorded, identity)
-            if mismatch and not allow_mismatch:
-                raise GoldenError(
-                    f"{engine} serves another model than golden {self.golden.path} was recorded from "
-                    f"({'; '.join(mismatch)}); check the server's --model-path, or pass "
-                    "--allow-identity-mismatch to compare anyway"
-                )
-
-        return vet
-
-
-def select_golden(args: argparse.Namespace) -> Selected:
-    """The golden that --card/--recipe/--golden-dir/--golden name (checked on load), the prompts a check
-    runs (--limit/--prompts/--long) with their recorded answers, and its settings."""
-    card, name, spec = _key(args)
-    recorded_by = card
-    if args.golden is None:  # a golden dir: this card's golden, or its family's for this recipe
-        local = not args.card
-        resolved = families.resolve(golden_dir_of(args), card, name, card_properties(card, local))
-        recorded_by = resolved.recorded_by
-        if resolved.family is not None:
-            print(f"bitexact: {resolved.note}", file=sys.stderr)
-    golden = load_golden(_path(args, recorded_by, name), card=recorded_by, recipe=name)
-    settings = _stored_settings(args, golden.path, golden.record["settings"])
-    prompts, expected = _selected(args, golden)
-    return Selected(card, name, spec, golden, prompts, expected, settings, recorded_by)
-
-
 def _partial(checked: int, recorded: int) -> str:
     """What a check of some of a golden's prompts says of itself: it is not a check of the golden."""
     if checked == recorded:
@@ -455,8 +328,9 @@ def _partial(checked: int, recorded: int) -> str:
     return f" (a partial check: {checked} of the golden's {recorded} prompts)"
 
 
-def check(args: argparse.Namespace) -> int:
-    selected = select_golden(args)
+def check(args: argparse.Namespace, engines: Engines) -> int:
+    engine = engines["engine"]
+    selected = select_golden(_request(args, engine))
     card, name, spec, golden = selected.card, selected.recipe, selected.spec, selected.golden
     settings, prompts, expected = selected.settings, selected.prompts, selected.expected
     # a family's golden: say which card recorded it and which one checked (the same card: say it once)
@@ -469,7 +343,7 @@ def check(args: argparse.Namespace) -> int:
     build_info = _build_info(args)
     target = _history_target(args, golden.path)
     gens, identity = run_side(
-        args.engine, prompts, settings, args.out, "check", args.inflight, tokenizer=args.tokenizer, vet=vet
+        engine, prompts, settings, args.out, "check", args.inflight, tokenizer=args.tokenizer, vet=vet
     )
     check_spec(gens, spec, args.engine)
     summary = comparison_summary(
@@ -493,13 +367,13 @@ def check(args: argparse.Namespace) -> int:
         settings=settings.to_json(),
         gens_a=gens,
         gens_b=expected,
-        tokenizer=report_tokenizer(args, [args.engine]),
+        tokenizer=report_tokenizer(args.tokenizer, [engine]),
     )
     summary["reports"] = write_comparison(args.out, "golden-check", summary)
     summary["golden_prompts"] = len(golden.prompts)  # fewer checked: a partial check (the verdict says so)
     summary["recorded_card"], summary["checked_card"] = selected.recorded_by, card
     verdict = "EQUAL" if summary["differ"] == 0 else "DIFFERENT"
-    found = _components(args, identity, build_info, None)
+    found = _components(args, engine, identity, build_info, None)
     if target is not None:
         history.append(target, history.entry(
             verdict=verdict, card=card, recipe=name, variant=args.variant, engine=args.engine,

@@ -9,13 +9,19 @@ from typing import Any
 
 from bitexact import drift, history
 from bitexact.buildchanges import in_words
-from bitexact.commands.common import add_out_options, emit, write_reports
-from bitexact.commands.golden import golden_dir_of
 from bitexact.errors import UsageError
 from bitexact.files import path_state
+from bitexact.goldenselect import (
+    golden_dir_of,
+)
 from bitexact.helptext import verb_parser
 from bitexact.names import name_option
+from bitexact.options import (
+    add_out_options,
+)
+from bitexact.output import emit, write_reports
 from bitexact.report.history_page import history_html, history_markdown
+from bitexact.runs import Engines
 
 
 def add_parser(sub: Any) -> None:
@@ -48,8 +54,9 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    path = args.history or golden_dir_of(args) / args.card / history.FILE_NAME
+def run(args: argparse.Namespace, engines: Engines) -> int:
+    """`engines`: none (the verb names no engine)."""
+    path = args.history or golden_dir_of(args.golden_dir, args.recipe) / args.card / history.FILE_NAME
     if path_state(path) == "missing":  # a link that leads nowhere is named by read_text, not "no history"
         raise UsageError(
             f"no history for card {args.card!r} at {path}: `bitexact golden record` and `golden check` "

@@ -3,31 +3,28 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from bitexact import runs
 from bitexact.argv import MAX_IN_FLIGHT, count
-from bitexact.commands.common import (
-    add_prompt_options,
-    emit,
-    report_paths,
-    report_tokenizer,
-    resolve_prompts,
-    run_side,
-    settings_of,
-    write_reports,
-)
 from bitexact.engines.factory import open_engine
 from bitexact.engines.instance import same_engine
-from bitexact.engines.spec import HTTP_KINDS, parse_engine
+from bitexact.engines.spec import HTTP_KINDS, EngineSpec
 from bitexact.errors import UsageError
 from bitexact.helptext import verb_parser
 from bitexact.names import name_option
+from bitexact.options import (
+    PromptOptions,
+    add_prompt_options,
+    report_tokenizer,
+    resolve_prompts,
+    settings_of,
+)
+from bitexact.output import emit, report_paths, write_comparison
 from bitexact.presets import LONG_LENGTHS, Side, load_recipe, make_preset
 from bitexact.report.fmt import compared_text, not_argmax_text
-from bitexact.report.html import comparison_html
-from bitexact.report.markdown import comparison_markdown
+from bitexact.runs import Engines
+from bitexact.sides import run_side
 from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
 from bitexact.summary import comparison_summary
 
@@ -67,25 +64,20 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def probe_identity(raw: str) -> dict[str, Any] | None:
+def probe_identity(spec: EngineSpec) -> dict[str, Any] | None:
     """What an HTTP engine says about itself (a few GETs, before any prompt runs); None for an engine in
     process (loading a model twice to ask would cost minutes: its folder's real path tells instead)."""
-    if parse_engine(raw).kind not in HTTP_KINDS:
+    if spec.kind not in HTTP_KINDS:
         return None
-    engine = open_engine(raw)
+    engine = open_engine(spec)
     try:
         return engine.identity()
     finally:
         engine.close()
 
 
-def write_comparison(out: Path, stem: str, summary: dict[str, Any]) -> list[str]:
-    return write_reports(out, stem, comparison_markdown(summary), comparison_html(summary))
-
-
-def run(args: argparse.Namespace) -> int:
-    for raw in (args.a, args.b):
-        parse_engine(raw)  # a bad engine string is a usage error before anything runs
+def run(args: argparse.Namespace, engines: Engines) -> int:
+    a, b = engines["a"], engines["b"]  # parsed: a bad engine string was a usage error before anything ran
     if args.name:
         runs.report_stem("parity", args.name, "--name")  # before anything runs, as the engine strings
     side_a, side_b = Side("", "any", 1), Side("", "any", 1)
@@ -99,11 +91,15 @@ def run(args: argparse.Namespace) -> int:
     spec_a = args.spec_a or side_a.spec
     spec_b = args.spec_b or side_b.spec
     stem = args.name or (f"parity-{args.preset}" if args.preset else "parity")
-    settings = settings_of(args)
-    prompts = resolve_prompts(args, [args.a, args.b], long_lengths)
+    settings = settings_of(args.max_new_tokens, args.top_logprobs)
+    prompts = resolve_prompts(
+        PromptOptions(args.prompts, args.long, args.limit, args.tokenizer, args.vocab_size, args.seed),
+        [a, b],
+        long_lengths,
+    )
     report_paths(args.out, stem)  # bitexact's in --out, or refused before the run (ownership.py)
     inflight_a, inflight_b = args.inflight_a or side_a.inflight, args.inflight_b or side_b.inflight
-    same = same_engine(args.a, probe_identity(args.a), args.b, probe_identity(args.b))
+    same = same_engine(a, probe_identity(a), b, probe_identity(b))
     # One server asked two ways (8 requests in flight against 1) is a batching check, and worth running;
     # one server asked the same way twice is a repeat, which parity would call EQUAL as if it proved more.
     if same and inflight_a == inflight_b and not args.allow_same_engine:
@@ -113,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
             "server, give --inflight-a/--inflight-b that differ (a batching check), or pass "
             "--allow-same-engine (then it is a repeat check, and the verdict says so)"
         )
-    gens_a, ident_a = run_side(args.a, prompts, settings, args.out, "A", inflight_a, tokenizer=args.tokenizer)
-    gens_b, ident_b = run_side(args.b, prompts, settings, args.out, "B", inflight_b, tokenizer=args.tokenizer)
+    gens_a, ident_a = run_side(a, prompts, settings, args.out, "A", inflight_a, tokenizer=args.tokenizer)
+    gens_b, ident_b = run_side(b, prompts, settings, args.out, "B", inflight_b, tokenizer=args.tokenizer)
     check_spec(gens_a, spec_a, f"A ({args.a})", "--spec-a")
     check_spec(gens_b, spec_b, f"B ({args.b})", "--spec-b")
     summary = comparison_summary(
@@ -135,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         settings=settings.to_json(),
         gens_a=gens_a,
         gens_b=gens_b,
-        tokenizer=report_tokenizer(args, [args.a, args.b]),
+        tokenizer=report_tokenizer(args.tokenizer, [a, b]),
     )
     summary["reports"] = write_comparison(args.out, stem, summary)
     verdict = "EQUAL" if summary["differ"] == 0 else "DIFFERENT"

@@ -6,23 +6,22 @@ import argparse
 from typing import Any
 
 from bitexact.argv import MAX_IN_FLIGHT, MAX_REPEATS, count
-from bitexact.commands.common import (
-    add_prompt_options,
-    emit,
-    report_paths,
-    resolve_prompts,
-    run_side,
-    settings_of,
-    write_reports,
-)
 from bitexact.compare import compare
-from bitexact.engines.spec import parse_engine
 from bitexact.errors import UsageError
 from bitexact.helptext import ENGINE, verb_parser
+from bitexact.options import (
+    PromptOptions,
+    add_prompt_options,
+    resolve_prompts,
+    settings_of,
+)
+from bitexact.output import emit, report_paths, write_reports
 from bitexact.prompts import Prompt
 from bitexact.report.fmt import compared_text
 from bitexact.report.html import repeat_html
 from bitexact.report.markdown import repeat_markdown
+from bitexact.runs import Engines
+from bitexact.sides import run_side
 from bitexact.summary import compared
 
 
@@ -41,12 +40,14 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    spec = parse_engine(args.engine)
+def run(args: argparse.Namespace, engines: Engines) -> int:
+    spec = engines["engine"]
     if spec.kind == "hf" and "assistant" in spec.params and args.batch > 1:
         raise UsageError("repeat with an assistant (speculative decoding in transformers) needs --batch 1")
-    settings = settings_of(args)
-    base = resolve_prompts(args, [args.engine])
+    settings = settings_of(args.max_new_tokens, args.top_logprobs)
+    base = resolve_prompts(
+        PromptOptions(args.prompts, args.long, args.limit, args.tokenizer, args.vocab_size, args.seed), [spec]
+    )
     report_paths(args.out, "repeat")  # bitexact's in --out, or refused before the run (ownership.py)
     copies = [
         Prompt(id=f"{p.id}#r{i}", input_ids=p.input_ids, text=p.text)
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         for i in range(args.repeats)
     ]
     gens, identity = run_side(
-        args.engine,
+        spec,
         copies,
         settings,
         args.out,

@@ -12,33 +12,37 @@ from pathlib import Path
 from typing import Any
 
 from bitexact.argv import MAX_IN_FLIGHT, MAX_REPEATS, MAX_TOKENS, count, parse_lengths
-from bitexact.commands.common import (
-    add_prompt_options,
-    emit,
-    report_tokenizer,
-    resolve_prompts,
-    results_path,
-    run_side,
-    settings_of,
-)
-from bitexact.commands.golden import Selected, select_golden
-from bitexact.commands.parity import write_comparison
 from bitexact.engines.base import Settings
-from bitexact.engines.spec import EngineSpec, parse_engine
+from bitexact.engines.spec import EngineSpec
 from bitexact.errors import BitexactError, UsageError
 from bitexact.files import atomic_write_text
 from bitexact.generation import Generation
+from bitexact.goldenselect import (
+    GoldenRequest,
+    Selected,
+    select_golden,
+)
 from bitexact.helptext import verb_parser
 from bitexact.longprompts import long_prompt
 from bitexact.names import name_option
+from bitexact.options import (
+    PromptOptions,
+    add_prompt_options,
+    report_tokenizer,
+    resolve_prompts,
+    settings_of,
+)
+from bitexact.output import emit, write_comparison
 from bitexact.ownership import take
 from bitexact.prefixcache import FLUSH_PATHS, CacheFlush, cached_tokens, prompt_tokens
-from bitexact.presets import _side, load_recipe
+from bitexact.presets import load_recipe, variant_side
 from bitexact.prompts import Prompt, load_tokenizer
 from bitexact.report.fmt import compared_text, text
 from bitexact.report.markdown import verdict_word
 from bitexact.report.warm import warm_markdown
 from bitexact.results import ResultStore
+from bitexact.runs import Engines
+from bitexact.sides import results_path, run_side
 from bitexact.speccheck import REQUIREMENTS, check_spec, spec_summary
 from bitexact.summary import compared, comparison_summary
 from bitexact.warmplan import COLD, CacheSetup, WarmPlan, alignment, plain_plan, shared_plan
@@ -147,7 +151,7 @@ def _requirement(args: argparse.Namespace) -> str:
     if args.spec:
         return str(args.spec)
     if args.recipe:
-        return _side(load_recipe(args.recipe), args.variant).spec
+        return variant_side(load_recipe(args.recipe), args.variant).spec
     return "any"
 
 
@@ -250,7 +254,7 @@ def _refusals(
     return out
 
 
-def _withdraw(args: argparse.Namespace, by_pass: dict[str, list[Generation]]) -> str:
+def _withdraw(args: argparse.Namespace, spec: EngineSpec, by_pass: dict[str, list[Generation]]) -> str:
     """Take the stored answers a refusal rests on out of the results, so that a rerun asks them again
     instead of resuming them and refusing again: cold answers that show cache hits, warm answers that
     show none. The words the refusal adds, or "" where none were stored."""
@@ -259,7 +263,7 @@ def _withdraw(args: argparse.Namespace, by_pass: dict[str, list[Generation]]) ->
         g.prompt_id for name, gens in by_pass.items() if name != COLD for g in gens if not cached_tokens(g)
     }
     # The rows are those of run_side's store for this engine (the key is not needed to take rows out).
-    store = ResultStore(results_path(args.out, "warm", args.engine), {})
+    store = ResultStore(results_path(args.out, "warm", spec), {})
     taken = store.withdraw(resting, "the warm refusal rests on them")
     return (
         f"; the {taken} stored answers it rests on are withdrawn, and a rerun asks them again"
@@ -355,16 +359,41 @@ def _pass_row(
     return row, reports
 
 
-def _inputs(args: argparse.Namespace) -> tuple[list[Prompt], Settings, str, Selected | None]:
+def _request(args: argparse.Namespace, engine: EngineSpec) -> GoldenRequest:
+    """What this run asks, read once from its command line: the prompts and settings, and the golden it
+    compares with (where --golden or --golden-dir names one)."""
+    asked = PromptOptions(
+        args.prompts, args.long, args.limit, args.tokenizer, args.vocab_size, args.seed, args.shared_prefix
+    )
+    return GoldenRequest(
+        engine=engine,
+        card=args.card,
+        recipe=args.recipe,
+        recipe_name=args.recipe_name,
+        variant=args.variant,
+        spec=args.spec,
+        golden_dir=args.golden_dir,
+        golden=args.golden,
+        prompts=asked,
+        max_new_tokens=args.max_new_tokens,
+        top_logprobs=args.top_logprobs,
+    )
+
+
+def _inputs(
+    args: argparse.Namespace, spec: EngineSpec
+) -> tuple[list[Prompt], Settings, str, Selected | None]:
     """(prompts, settings, speculation requirement, golden): a golden's own, or from the options."""
-    if args.golden is None and args.golden_dir is None:
-        return resolve_prompts(args, [args.engine]), settings_of(args), _requirement(args), None
+    request = _request(args, spec)
+    if request.golden is None and request.golden_dir is None:
+        settings = settings_of(request.max_new_tokens, request.top_logprobs)
+        return resolve_prompts(request.prompts, [spec]), settings, _requirement(args), None
     if args.shared_prefix:
         raise UsageError(
             "--shared-prefix with a golden: the golden holds the prompts as recorded, without a prefix; "
             "drop one of them"
         )
-    golden = select_golden(args)
+    golden = select_golden(request)
     return golden.prompts, golden.settings, golden.spec, golden
 
 
@@ -380,14 +409,14 @@ def _left_out_text(summary: dict[str, Any]) -> str:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    spec = parse_engine(args.engine)
+def run(args: argparse.Namespace, engines: Engines) -> int:
+    spec = engines["engine"]
     if spec.kind not in FLUSH_PATHS:
         raise UsageError(
             f"engine {args.engine!r}: warm runs need a server with a prefix cache that reports its hits: "
             "sglang+http://HOST:PORT or openai+http://HOST:PORT/v1?model=NAME"
         )
-    prompts, settings, requirement, golden = _inputs(args)
+    prompts, settings, requirement, golden = _inputs(args, spec)
     markdown = take(args.out / "warm.md")  # bitexact's in --out, or refused before the run (ownership.py)
     if args.shared_prefix:
         plan = _shared_plan(args, prompts)
@@ -396,7 +425,7 @@ def run(args: argparse.Namespace) -> int:
     flush = CacheFlush(spec)
     setup = CacheSetup(plan, flush, settings, f"warm {args.engine}")
     gens, identity = run_side(
-        args.engine,
+        spec,
         plan.copies,
         settings,
         args.out,
@@ -431,7 +460,7 @@ def run(args: argparse.Namespace) -> int:
         "identity": identity,
         "requirement": requirement,
         "settings": settings.to_json(),
-        "tokenizer": report_tokenizer(args, [args.engine]),
+        "tokenizer": report_tokenizer(args.tokenizer, [spec]),
     }
     passes, reports = [], []
     for name, pass_gens in by_pass.items():
@@ -479,7 +508,7 @@ def run(args: argparse.Namespace) -> int:
     atomic_write_text(markdown, warm_markdown(summary))
     summary["reports"] = [str(markdown), *reports]
     if summary["refused"]:
-        withdrawn = _withdraw(args, by_pass)
+        withdrawn = _withdraw(args, spec, by_pass)
         raise WarmRefused(f"warm: refused: {' | '.join(summary['refused'])} (report: {markdown}){withdrawn}")
     emit(
         summary,

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from bitexact.engines.base import Engine
-from bitexact.engines.spec import parse_engine
+from bitexact.engines.spec import EngineSpec
 
 
-def open_engine(raw: str, inflight: int = 1, tokenizer: str | None = None) -> Engine:
-    """`inflight`: requests sent at once by HTTP engines (`hf:` engines batch by their `batch=` option).
+def open_engine(spec: EngineSpec, inflight: int = 1, tokenizer: str | None = None) -> Engine:
+    """The engine `spec` names (parse_engine made it, once, from the command line). `inflight`: requests
+    sent at once by HTTP engines (`hf:` engines batch by their `batch=` option).
     `tokenizer` (`--tokenizer`): maps token text to ids for OpenAI-compatible answers that carry no ids."""
-    spec = parse_engine(raw)
     if spec.kind == "sglang":
         from bitexact.engines.sglang_http import SGLangHttpEngine
 

@@ -14,7 +14,7 @@ import socket
 from typing import Any
 from urllib.parse import urlsplit
 
-from bitexact.engines.spec import HTTP_KINDS, EngineSpec, parse_engine
+from bitexact.engines.spec import HTTP_KINDS, EngineSpec
 
 # Identity fields that describe where an engine was reached (the same engine answers with other ones
 # under another name): left out when two identities are compared.
@@ -57,11 +57,10 @@ def one_server(ident_a: dict[str, Any] | None, ident_b: dict[str, Any] | None) -
 
 
 def same_engine(
-    raw_a: str, ident_a: dict[str, Any] | None, raw_b: str, ident_b: dict[str, Any] | None
+    a: EngineSpec, ident_a: dict[str, Any] | None, b: EngineSpec, ident_b: dict[str, Any] | None
 ) -> str | None:
-    """Why `raw_a` and `raw_b` reach one engine, in words, or None when they do not. `ident_a` and
+    """Why engines `a` and `b` are one engine, in words, or None when they are not. `ident_a` and
     `ident_b`: what each HTTP engine said about itself (None for in-process engines)."""
-    a, b = parse_engine(raw_a), parse_engine(raw_b)
     if a.kind != b.kind:
         if a.kind in HTTP_KINDS and b.kind in HTTP_KINDS and one_server(ident_a, ident_b):
             return (
