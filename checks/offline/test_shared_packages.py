@@ -3,17 +3,23 @@ with exactformats beside it and nothing else of the project (not the launcher, w
 the recipe schemas the three recipe readers take are declared once, in exactformats.
 
 gpuhost is run as a real process under `python -S` (no site-packages: no installed launcher, no pynvml), on
-a driver folder that holds no driver, so it must say so with the fix rather than fail to import."""
+a driver folder that holds no driver, so it must say so with the fix rather than fail to import. The server
+set's derivations (exactformats, gpuhost, the launcher) are evaluated with stand-ins for the builders and
+held to their pyproject.toml's name, version and dependencies."""
 
 from __future__ import annotations
 
 import ast
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import exactformats
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 # The recipe readers: bitexact's presets, the launcher's recipe and pinlock's recipe.
@@ -34,6 +40,34 @@ def test_bitexact_driver_runs_with_exactformats_alone(tmp_path: Path) -> None:
     assert done.stderr.startswith("bitexact-driver: error: "), done.stderr
     assert "BITEXACT_DRIVER_LIB" in done.stderr and str(tmp_path) in done.stderr, done.stderr
     assert "internal error" not in done.stderr and "ModuleNotFoundError" not in done.stderr, done.stderr
+
+
+# The server set's derivations of the project's packages (pyproject.nix builders): the venv takes each
+# package's dependencies from passthru.dependencies, so a name missing there is a module missing at run time.
+SERVER_SET = ("pkgs/formats/exactformats.nix", "pkgs/gpuhost/gpuhost.nix", "pkgs/server/exactlaunch.nix")
+STUBS = """let
+  lib = { fileset = { toSource = a: map toString a.fileset; unions = l: l; };
+    importTOML = p: builtins.fromTOML (builtins.readFile p); };
+  d = import FILE { inherit lib; stdenv.mkDerivation = a: a; pyprojectHook = "hook";
+    resolveBuildSystem = x: [ ]; };
+in { inherit (d) pname version; dependencies = builtins.attrNames d.passthru.dependencies; }"""
+
+
+@pytest.mark.nix
+@pytest.mark.skipif(shutil.which("nix-instantiate") is None, reason="nix-instantiate not on PATH")
+@pytest.mark.parametrize("derivation", SERVER_SET)
+def test_the_server_set_derivation_depends_on_what_its_pyproject_names(derivation: str) -> None:
+    expr = STUBS.replace("FILE", str(REPO / derivation))
+    out = subprocess.run(
+        ["nix-instantiate", "--eval", "--strict", "--json", "--expr", expr],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    got = json.loads(out)
+    project = tomllib.loads((REPO / derivation).with_name("pyproject.toml").read_text())["project"]
+    assert (got["pname"], got["version"]) == (project["name"], project["version"])
+    assert sorted(got["dependencies"]) == sorted(project["dependencies"]), derivation
 
 
 def _schema_names(tree: ast.AST) -> list[str]:
