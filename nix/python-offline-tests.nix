@@ -38,6 +38,7 @@ let
     "checks/offline"
     "pkgs/bitexact/src"
     "pkgs/formats/src"
+    "pkgs/gpuhost/src"
     "pkgs/gpu-checks/src"
     "checks/e2e"
     "checks/gpu"

@@ -244,7 +244,8 @@ def running_card() -> str:
         from gpuhost import CardIdentityError, local_card, slug_for
     except ImportError:
         raise SystemExit(
-            "model_27b: gpuhost (the card reader, pip install ./pkgs/server) is not importable here, so the "
+            "model_27b: gpuhost (the card reader, pip install ./pkgs/formats ./pkgs/gpuhost) is not "
+            "importable here, so the "
             f"card cannot be read: name it with --card ({', '.join(sorted(CARDS))})"
         ) from None
     try:

@@ -14,7 +14,8 @@ Two steps:
   and the preflight's content manifest written (exactlaunch.manifest);
 - `stock/`: the same wheel as released, the control;
 - `deps/`: everything else (`pip install --no-index --no-deps --target`), and this checkout's launcher,
-  bitexact and runner (pkgs/server, pkgs/bitexact, pkgs/gpu-checks: copied again on every build), at
+  bitexact and runner (pkgs/server, pkgs/bitexact, pkgs/gpu-checks and the packages they share,
+  pkgs/formats and pkgs/gpuhost: copied again on every build), at
   uv.lock's versions where
   the host's torch allows: sglang-kernel is 0.4.5, not the lock's 0.4.7, because 0.4.7's
   `sm90/common_ops.abi3.so` is built for torch 2.13 and does not load on the host's torch 2.11 (0.4.5
@@ -275,12 +276,12 @@ def missing_modules(work: Path, tree: str) -> list[str]:
 
 
 # The project's own packages the GPU host runs (pure Python, no entry point used): the file reader they
-# share (exactformats), the launcher and gpuhost, bitexact, and the runner, each {package folder under
-# src/: its project}.
+# share (exactformats), gpuhost (the driver and cards), the launcher, bitexact, and the runner, each
+# {package folder under src/: its project}.
 PRODUCT = {
     "exactformats": "pkgs/formats",
     "exactlaunch": "pkgs/server",
-    "gpuhost": "pkgs/server",
+    "gpuhost": "pkgs/gpuhost",
     "bitexact": "pkgs/bitexact",
     "gpuchecks": "pkgs/gpu-checks",
 }

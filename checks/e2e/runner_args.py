@@ -14,8 +14,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "pkgs" / "server" / "src"))
+from exactformats.crash import one_line  # noqa: E402
 from exactlaunch import values  # noqa: E402
-from exactlaunch.crash import one_line  # noqa: E402
 from exactlaunch.options import Once, strict_parser, typed  # noqa: E402
 
 _SECONDS = re.compile(r"[0-9]+(\.[0-9]*)?|\.[0-9]+")

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "pkgs" / "server" / "src"))
+sys.path[:0] = [str(REPO / "pkgs" / p / "src") for p in ("gpuhost", "formats")]
 
 from gpuhost.driver import DRIVER_FILE, OVERRIDE_VAR, driver_environment, find_driver  # noqa: E402
 
@@ -153,7 +153,8 @@ def main() -> int:
     # The venv's packages by path too: a Python started through the loader may not see its venv.
     import sysconfig
 
-    pythonpath = [str(REPO / "pkgs" / "server" / "src"), sysconfig.get_paths()["purelib"]]
+    pythonpath = [str(REPO / "pkgs" / p / "src") for p in ("gpuhost", "formats")]
+    pythonpath.append(sysconfig.get_paths()["purelib"])
     if args.wheel:
         pythonpath.append(str(args.wheel.resolve()))
     base = {

@@ -22,6 +22,7 @@ SOURCES = [
     REPO / p
     for p in (
         "pkgs/formats/src",
+        "pkgs/gpuhost/src",
         "pkgs/bitexact/src",
         "pkgs/server/src",
         "pkgs/lock/src",

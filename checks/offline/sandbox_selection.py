@@ -26,6 +26,7 @@ PATHS = ("checks/offline", "checks/gpu")
 # The repository's own Python packages, imported from this tree (no install step in a sandbox).
 SOURCES = (
     "pkgs/formats/src",
+    "pkgs/gpuhost/src",
     "pkgs/server/src",
     "pkgs/lock/src",
     "pkgs/bitexact/src",

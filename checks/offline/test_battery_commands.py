@@ -27,7 +27,7 @@ from gpuchecks.plan import fill  # noqa: E402  (the runner's own placeholder fil
 
 PLAN = json.loads((REPO / "checks" / "plans" / "e2e-tiny-hybrid.json").read_text())
 RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
-SOURCES = [REPO / "pkgs" / "bitexact" / "src", REPO / "pkgs" / "server" / "src"]
+SOURCES = [REPO / "pkgs" / "bitexact" / "src", REPO / "pkgs" / "gpuhost" / "src"]
 SHORT_LONG = "64,300"  # the long reference's lengths, shortened as the e2e runner's --long does
 BATTERIES = PLAN["batteries"]
 

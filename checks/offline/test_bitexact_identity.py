@@ -55,7 +55,7 @@ def test_a_driver_without_nvidia_ml_py_is_not_cpu(driver: Path) -> None:
     """`python -S` drops site-packages (pynvml); bitexact, gpuhost and exactformats come from the source
     tree."""
     path = os.pathsep.join(
-        str(REPO / p) for p in ("pkgs/bitexact/src", "pkgs/server/src", "pkgs/formats/src")
+        str(REPO / p) for p in ("pkgs/bitexact/src", "pkgs/gpuhost/src", "pkgs/formats/src")
     )
     result = probe({"BITEXACT_DRIVER_LIB": str(driver), "PYTHONPATH": path, **nvml_env(MAX_Q)}, "-S")
     assert str(result["card"]).startswith("UsageError: cannot read this machine's card")
@@ -68,8 +68,8 @@ def test_without_gpuhost_the_card_is_named_by_hand(driver: Path) -> None:
     env = {"BITEXACT_DRIVER_LIB": str(driver), "PYTHONPATH": path}
     result = probe(env, "-S")
     assert result["card"] == "UsageError: " + (
-        "the card cannot be read: gpuhost (the NVML card reader, pkgs/server; "
-        "`pip install ./pkgs/formats ./pkgs/server`) is not importable here; pass --card SLUG"
+        "the card cannot be read: gpuhost (the NVML card reader, pkgs/gpuhost; "
+        "`pip install ./pkgs/formats ./pkgs/gpuhost`) is not importable here; pass --card SLUG"
     )
 
 

@@ -114,6 +114,7 @@ def image(tmp_path: Path, engines: dict[str, Path], driver_build: Path) -> dict[
             [
                 str(REPO / "images" / "entrypoint" / "src"),
                 str(REPO / "pkgs" / "server" / "src"),
+                str(REPO / "pkgs" / "gpuhost" / "src"),
                 str(engines["patched"]),
             ]
         ),

@@ -26,6 +26,8 @@ from exactlaunch import fleet
 from net_support import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
+# the launcher and the packages it imports: gpuhost and exactformats
+SOURCES = os.pathsep.join(str(REPO / "pkgs" / p / "src") for p in ("server", "gpuhost", "formats"))
 CANNED = REPO / "checks" / "offline" / "canned_sglang.py"
 RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
 # The released router, where checks/requirements-offline.txt installed it (CI's venv; nixpkgs has none, so
@@ -90,7 +92,7 @@ def test_bad_fleets_are_refused(replicas: int, gpus: str, policy: str, message: 
 
 
 def launcher(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO / "pkgs" / "server" / "src"))
+    env = dict(os.environ, PYTHONPATH=SOURCES)
     return subprocess.run(
         [sys.executable, "-m", "exactlaunch.cli", "--recipe", str(RECIPE), *args],
         env=env,
@@ -139,7 +141,7 @@ def running_fleet(tmp_path: Path) -> Iterator[tuple[str, list[str], subprocess.P
     plan.write_text(json.dumps({"fleet": json.loads(fleet.plan_json(replicas, router))}))
     proc = subprocess.Popen(
         [sys.executable, "-m", "exactlaunch.fleet", str(plan), str(tmp_path / "logs")],
-        env=dict(os.environ, PYTHONPATH=str(REPO / "pkgs" / "server" / "src")),
+        env=dict(os.environ, PYTHONPATH=SOURCES),
         stderr=(tmp_path / "fleet.log").open("wb"),
         start_new_session=True,
     )

@@ -51,9 +51,8 @@ from pinlock.pins import UsageError as PinUsage
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 RECIPE_TEXT = RECIPE.read_text()
-SOURCES = [
-    str(REPO / p) for p in ("pkgs/formats/src", "pkgs/bitexact/src", "pkgs/server/src", "pkgs/lock/src")
-]
+PROJECTS = ("pkgs/formats", "pkgs/bitexact", "pkgs/gpuhost", "pkgs/server", "pkgs/lock")
+SOURCES = [str(REPO / p / "src") for p in PROJECTS]
 
 # --- the three programs, each reading a recipe -----------------------------------------------------------
 

@@ -26,7 +26,7 @@ from driver_standins import H100_PCIE, H100_SXM, H200, install_driver, nvml_env
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN_DIR = REPO / "checks" / "golden"
 RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
-SOURCES = [REPO / "pkgs" / "bitexact" / "src", REPO / "pkgs" / "server" / "src"]
+SOURCES = [REPO / "pkgs" / "bitexact" / "src", REPO / "pkgs" / "gpuhost" / "src"]
 
 
 @pytest.mark.evidence  # reads a raw result under docs/evidence

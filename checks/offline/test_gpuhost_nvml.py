@@ -102,7 +102,7 @@ def test_a_driver_that_cannot_be_reached(driver: Path) -> None:
 
 def test_without_nvidia_ml_py_the_message_names_the_package(driver: Path) -> None:
     """`python -S`: no site-packages, so no pynvml; gpuhost from the source tree."""
-    sources = os.pathsep.join(str(REPO / "pkgs" / p / "src") for p in ("server", "formats"))
+    sources = os.pathsep.join(str(REPO / "pkgs" / p / "src") for p in ("gpuhost", "formats"))
     env = {OVERRIDE_VAR: str(driver), "PYTHONPATH": sources, **nvml_env(MAX_Q)}
     result = run(READ, env, "-S")
     assert result["error"] == "NvmlError"

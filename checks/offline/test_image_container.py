@@ -175,11 +175,9 @@ def image(docker: list[str], tmp_path_factory: pytest.TempPathFactory) -> dict[s
 
     site = rootfs.inside(rootfs.site_packages)
     shutil.copy(pynvml.__file__, site / "pynvml.py")
-    for package in ("exactlaunch", "gpuhost"):
-        shutil.copytree(REPO / "pkgs/server/src" / package, site / package)
-    shutil.copytree(
-        REPO / "pkgs/formats/src/exactformats", site / "exactformats"
-    )  # the launcher's dependency
+    # the launcher and the packages it depends on, as the image's Python holds them
+    for package, project in (("exactlaunch", "server"), ("gpuhost", "gpuhost"), ("exactformats", "formats")):
+        shutil.copytree(REPO / "pkgs" / project / "src" / package, site / package)
     engine = patched_tree(tmp / "engine")
     (engine / "sglang" / "launch_server.py").write_text(LAUNCH_SERVER)
     (engine / "sglang" / "triton_libcuda_dirs.py").write_text(locked_triton_libcuda_dirs())

@@ -19,6 +19,8 @@ from released_wheels import unpacked_wheel
 from sglang_series import apply_series, copy_touched
 
 REPO = Path(__file__).resolve().parents[2]
+# the launcher and the packages it imports: gpuhost and exactformats
+SOURCES = os.pathsep.join(str(REPO / "pkgs" / p / "src") for p in ("server", "gpuhost", "formats"))
 RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 SERIES = sorted((REPO / "patches" / "sglang").glob("*.patch"))
 FIXTURE_NEEDS = {"patched": ("network",), "stock": ("network",)}  # markers (checks/conftest.py)
@@ -74,7 +76,7 @@ def test_the_cli_prints_what_bitexact_reads(tmp_path: Path) -> None:
     bitexact's --build-info."""
     env = {
         **os.environ,
-        "PYTHONPATH": str(REPO / "pkgs" / "server" / "src"),
+        "PYTHONPATH": SOURCES,
         "BITEXACT_SERVER_OUT": "/nix/store/x",
     }
     done = subprocess.run(

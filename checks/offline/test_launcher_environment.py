@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 DATA = json.loads(RECIPE.read_text())
 FRACTION = 0.88  # the recipe's --mem-fraction-static
-SOURCES = [str(REPO / p) for p in ("pkgs/formats/src", "pkgs/server/src")]
+SOURCES = [str(REPO / p) for p in ("pkgs/formats/src", "pkgs/gpuhost/src", "pkgs/server/src")]
 
 
 def launcher(

@@ -202,7 +202,7 @@ def test_cli_estimate(capsys: pytest.CaptureFixture[str]) -> None:
 def estimate_on(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """model_27b.py --estimate as a process, the product's gpuhost importable, on the card `env` shows."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("BITEXACT_") and k != "LD_LIBRARY_PATH"}
-    base["PYTHONPATH"] = os.pathsep.join(str(REPO / "pkgs" / p / "src") for p in ("server", "formats"))
+    base["PYTHONPATH"] = os.pathsep.join(str(REPO / "pkgs" / p / "src") for p in ("gpuhost", "formats"))
     return subprocess.run(
         [sys.executable, str(REPO / "bench" / "perf" / "model_27b.py"), "--estimate"],
         cwd=tmp_path,

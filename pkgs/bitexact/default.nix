@@ -3,12 +3,14 @@
 #
 # The core (HTTP engines for SGLang and OpenAI-compatible servers, comparison, goldens, reports) needs
 # only the standard library; `withTransformers = true` adds torch and transformers for the in-process
-# `hf:` engine. The tests run in the offline suite (checks/offline/run.sh), not here: they need
+# `hf:` engine; `withCard = true` adds gpuhost (pkgs/gpuhost), which reads this machine's card through
+# NVML when `--card` is left out. The tests run in the offline suite (checks/offline/run.sh), not here: they need
 # transformers on CPU, which the GPU checks' closure does not.
 {
   lib,
   python3Packages,
   withTransformers ? false,
+  withCard ? false,
 }:
 python3Packages.buildPythonApplication {
   pname = "bitexact";
@@ -32,7 +34,8 @@ python3Packages.buildPythonApplication {
   ++ lib.optionals withTransformers [
     python3Packages.torch
     python3Packages.transformers
-  ];
+  ]
+  ++ lib.optionals withCard [ (python3Packages.callPackage ../gpuhost { }) ];
 
   pythonImportsCheck = [
     "bitexact"

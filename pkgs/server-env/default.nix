@@ -52,6 +52,7 @@ let
     # The launcher, so that it can run on (and inspect) this set's interpreter.
     exactlaunch = final.callPackage ../server/exactlaunch.nix { };
     exactformats = final.callPackage ../formats/exactformats.nix { };
+    gpuhost = final.callPackage ../gpuhost/gpuhost.nix { };
   };
 
   pythonSet = (callPackage pyproject-nix.build.packages { inherit python; }).overrideScope (

@@ -1,8 +1,6 @@
-# The launcher's Python package (pkgs/server: pyproject.toml + src/exactlaunch, and src/gpuhost, the
-# driver discovery and NVML card reader it shares with the image entrypoint, the GPU checks and
-# bitexact), built into the server's package set so that it runs on the venv's interpreter: it replaces
-# the recipe's leading `python` with sys.executable and its preflight finds sglang/deep_gemm through
-# importlib.
+# The launcher's Python package (pkgs/server: pyproject.toml + src/exactlaunch), built into the server's
+# package set so that it runs on the venv's interpreter: it replaces the recipe's leading `python` with
+# sys.executable and its preflight finds sglang/deep_gemm through importlib.
 {
   lib,
   stdenv,
@@ -16,15 +14,15 @@ stdenv.mkDerivation {
     root = ./.;
     fileset = lib.fileset.unions [
       ./pyproject.toml
-      ./src/exactlaunch
-      ./src/gpuhost
+      ./src
     ];
   };
   nativeBuildInputs = [ pyprojectHook ] ++ resolveBuildSystem { setuptools = [ ]; };
-  # Standard library only, plus nvidia-ml-py for gpuhost's NVML reader and exactformats, the file reader
-  # and schema check it shares with bitexact and pinlock (pyproject.toml).
+  # Standard library only, plus gpuhost (pkgs/gpuhost: driver discovery and the NVML card reader it shares
+  # with the image entrypoint, the GPU checks and bitexact) and exactformats, the file reader and schema
+  # check it shares with bitexact and pinlock (pyproject.toml).
   passthru.dependencies = {
-    nvidia-ml-py = [ ];
+    gpuhost = [ ];
     exactformats = [ ];
   };
 }

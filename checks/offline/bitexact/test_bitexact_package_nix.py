@@ -1,5 +1,6 @@
 """pkgs/bitexact/default.nix agrees with pyproject.toml (name, version, entry point, dependencies: the
-shared file reader pkgs/formats, built from its own default.nix, and the optional ones). nixpkgs is
+shared file reader pkgs/formats, built from its own default.nix, and the optional ones: transformers, and
+the card reader pkgs/gpuhost, whose own default.nix is held to its pyproject.toml the same way). nixpkgs is
 unreachable here, so the function is evaluated with stand-ins for `lib` and `python3Packages` that
 record what it passes on; the real build runs where nixpkgs is (the flake's packages.bitexact)."""
 
@@ -27,14 +28,21 @@ let
   python3Packages = {
     buildPythonApplication = a: removeAttrs a [ "installCheckPhase" ];
     setuptools = "setuptools"; torch = "torch"; transformers = "transformers";
-    # the real pkgs/formats/default.nix, built by a recorder: its pname and version
-    callPackage = path: args: let d = import path ({ inherit lib; setuptools = "setuptools";
-      buildPythonPackage = a: a; } // args); in "${d.pname}==${d.version}";
+    # the real pkgs/formats and pkgs/gpuhost default.nix, built by a recorder: each package's pname
+    # and version, then what it depends on
+    callPackage = path: args: let d = record path args; in "${d.pname}==${d.version}" + dependsOn d;
   };
+  scope = { inherit lib; inherit (python3Packages) setuptools callPackage;
+    buildPythonPackage = a: a; nvidia-ml-py = "nvidia-ml-py"; };
+  record = path: args: let fn = import path; in
+    fn (builtins.intersectAttrs (builtins.functionArgs fn) scope // args);
+  dependsOn = d: if d ? dependencies then " (" + builtins.concatStringsSep ", " d.dependencies + ")" else "";
   f = import PACKAGE;
 in {
   plain = f { inherit lib python3Packages; };
   hf = f { inherit lib python3Packages; withTransformers = true; };
+  card = f { inherit lib python3Packages; withCard = true; };
+  gpuhost = record GPUHOST { };
 }
 """
 
@@ -42,7 +50,9 @@ in {
 @pytest.mark.nix
 @pytest.mark.skipif(shutil.which("nix-instantiate") is None, reason="nix-instantiate not on PATH")
 def test_package_nix_matches_pyproject():
+    gpuhost_dir = PACKAGE.parent / "gpuhost"
     expr = STUBS.replace("PACKAGE", str(PACKAGE / "default.nix"))
+    expr = expr.replace("GPUHOST", str(gpuhost_dir / "default.nix"))
     env = {**os.environ, "NIX_CONFIG": "experimental-features = nix-command flakes"}
     out = subprocess.run(
         ["nix-instantiate", "--eval", "--strict", "--json", "--expr", expr],
@@ -61,4 +71,17 @@ def test_package_nix_matches_pyproject():
     assert plain["dependencies"] == [f"{formats['name']}=={formats['version']}"]
     assert got["hf"]["dependencies"] == [*plain["dependencies"], "torch", "transformers"]
     assert {d.split(">")[0] for d in project["optional-dependencies"]["hf"]} == {"torch", "transformers"}
+    # the card reader: an optional extra, never a requirement
+    gpuhost = tomllib.loads((gpuhost_dir / "pyproject.toml").read_text())["project"]
+    assert project["optional-dependencies"]["card"] == [gpuhost["name"]]
+    assert gpuhost["name"] not in project["dependencies"]
+    card_reader = f"{gpuhost['name']}=={gpuhost['version']} (nvidia-ml-py, {plain['dependencies'][0]})"
+    assert got["card"]["dependencies"] == [*plain["dependencies"], card_reader]
+    # gpuhost's own derivation agrees with its pyproject.toml: name, version, entry point, dependencies
+    built = got["gpuhost"]
+    assert (built["pname"], built["version"]) == (gpuhost["name"], gpuhost["version"])
+    assert built["meta"]["mainProgram"] in gpuhost["scripts"]
+    assert gpuhost["dependencies"] == ["nvidia-ml-py", formats["name"]]
+    assert built["dependencies"] == ["nvidia-ml-py", plain["dependencies"][0]]
+    assert sorted(Path(p).name for p in built["src"]["files"]) == ["pyproject.toml", "src"]
     assert sorted(Path(p).name for p in plain["src"]["files"]) == ["pyproject.toml", "src"]

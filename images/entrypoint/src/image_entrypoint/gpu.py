@@ -3,7 +3,7 @@ driver libraries the NVIDIA container toolkit mounts, never by running `nvidia-s
 that binary too, but it is a host glibc program and the image has no /lib64/ld-linux-x86-64.so.2 (a
 Nix rootfs), so exec'ing it fails; the entrypoint runs no host binary at all.
 
-Driver discovery, the NVML reader and the card table are gpuhost's (pkgs/server/src/gpuhost), shared
+Driver discovery, the NVML reader and the card table are gpuhost's (pkgs/gpuhost), shared
 with the launcher, the GPU checks and bitexact: the entrypoint accepts exactly the cards the table
 gives the recipe's slug (docs/cards.md).
 """

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from exactformats.crash import one_line
 from exactlaunch import values
-from exactlaunch.crash import one_line
 from exactlaunch.options import Once, strict_parser, typed
 from exactlaunch.preflight import PreflightFailure
 from exactlaunch.preflight import preflight as engine_preflight
@@ -81,7 +81,7 @@ def card_of(raw: Mapping[str, object], where: Path) -> Card:
     if not rows_with_slug(card["slug"]):
         raise PreflightError(
             f"{where}: card.slug {card['slug']!r} is not in the card table "
-            "(pkgs/server/src/gpuhost/cards.json, docs/cards.md)"
+            "(pkgs/gpuhost/src/gpuhost/cards.json, docs/cards.md)"
         )
     return Card(slug=card["slug"], name=card["name"])
 

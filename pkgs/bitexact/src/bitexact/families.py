@@ -137,7 +137,7 @@ def resolve(golden_dir: Path, card: str, recipe: str, properties: dict[str, Any]
             raise GoldenError(
                 f"card {card} is a member of the family recorded on {family.golden} for {recipe}, but its "
                 "hardware cannot be read here to hold it to the family's (gpuhost, the card reader, is not "
-                "installed: pip install ./pkgs/formats ./pkgs/server); check with --golden FILE to name the "
+                "installed: pip install ./pkgs/formats ./pkgs/gpuhost); check with --golden FILE to name the "
                 "golden yourself"
             )
         differ = [

@@ -1,9 +1,10 @@
 """Who ran this: the card, its driver and CUDA versions, read through NVML, and the slug that keys goldens.
 
-The reader and the card table are gpuhost's (pkgs/server/src/gpuhost, docs/cards.md), shared with the
-image entrypoint and the GPU checks; no host binary (nvidia-smi) is run. gpuhost ships with the server
-(its venv, where the GPU checks run bitexact) and installs with `pip install ./pkgs/formats ./pkgs/server`;
-without it the card cannot be read here, and `--card SLUG` names it.
+The reader and the card table are gpuhost's (pkgs/gpuhost, docs/cards.md), shared with the launcher, the
+image entrypoint and the GPU checks; no host binary (nvidia-smi) is run. gpuhost is bitexact's optional
+`card` extra: it ships with the server (its venv, where the GPU checks run bitexact) and installs with
+`pip install ./pkgs/formats ./pkgs/gpuhost`; without it the card cannot be read here, and `--card SLUG`
+names it.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from bitexact.errors import UsageError
 
 CPU = "cpu"
 NO_READER = (
-    "the card cannot be read: gpuhost (the NVML card reader, pkgs/server; "
-    "`pip install ./pkgs/formats ./pkgs/server`) is not importable here; pass --card SLUG"
+    "the card cannot be read: gpuhost (the NVML card reader, pkgs/gpuhost; "
+    "`pip install ./pkgs/formats ./pkgs/gpuhost`) is not importable here; pass --card SLUG"
 )
 
 

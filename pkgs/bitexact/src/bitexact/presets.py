@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from exactformats import schema_problem
+from exactformats import RECIPE_SCHEMAS, schema_problem
 
 from bitexact import strictjson
 from bitexact.argv import MAX_IN_FLIGHT
@@ -18,7 +18,6 @@ from bitexact.names import checked_name
 
 LONG_LENGTHS = (16384, 65536, 131072)  # "3/3 prompts up to 128k tokens"
 BENCH_LENGTHS = (640, 2200, 131072)  # the recipe's single-stream decode figures
-RECIPE_SCHEMAS = (1,)  # the recipe file formats this bitexact reads (nix/recipes/*.json "schema")
 
 
 @dataclass(frozen=True)

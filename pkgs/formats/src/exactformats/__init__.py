@@ -1,13 +1,15 @@
 """The file reader and schema check shared by bitexact, the launcher (exactlaunch) and pinlock, so that
-the three programs refuse the same file for the same reason with the same words."""
+the three programs refuse the same file for the same reason with the same words, and read the same recipe
+schemas (RECIPE_SCHEMAS)."""
 
 from exactformats.environ import cache_home, cache_home_note
 from exactformats.files import BOM, FormatError, decode, read_bytes, read_text, shown, special_kind
-from exactformats.schema import check_schema, schema_problem
+from exactformats.schema import RECIPE_SCHEMAS, check_schema, schema_problem
 
 __all__ = [
     "BOM",
     "FormatError",
+    "RECIPE_SCHEMAS",
     "cache_home",
     "cache_home_note",
     "check_schema",

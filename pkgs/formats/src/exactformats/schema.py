@@ -17,6 +17,11 @@ from collections.abc import Sequence
 
 from exactformats.files import FormatError
 
+# The recipe file formats (nix/recipes/*.json "schema") that bitexact, the launcher and pinlock read: one
+# list, so the three programs take and refuse the same recipes. A newer schema may mean what a reader of
+# these would silently get wrong.
+RECIPE_SCHEMAS = (1,)
+
 
 def _as_json(value: object) -> str:
     try:

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from exactformats.crash import one_line
 from exactlaunch import values
-from exactlaunch.crash import one_line
 from exactlaunch.options import Once, strict_parser, typed
 
 from gpuchecks import plan as plan_mod

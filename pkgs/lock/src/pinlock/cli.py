@@ -233,7 +233,7 @@ def _error(error: BaseException) -> int:
 
 def _report_crash(error: Exception) -> int:
     """An unexpected error: one line on stderr, the traceback in a file (pinlock runs on nixpkgs' Python,
-    apart from the launcher and its exactlaunch.crash, so it writes its own, in the same folder)."""
+    apart from the launcher and exactformats.crash, so it writes its own, in the same folder)."""
     name = f"pinlock-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}.txt"
     written = "nowhere (no folder could be written)"
     for folder in (_default_cache().parent / "crash", Path(tempfile.gettempdir())):

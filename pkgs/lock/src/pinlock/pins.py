@@ -21,7 +21,6 @@ MANIFESTS = Path("pkgs/weights/manifests")
 SERVER_ENV = Path("pkgs/server-env")
 RECIPES = Path("nix/recipes")
 DEFAULT_RECIPE = RECIPES / "qwen3.8-27b-exact.json"
-RECIPE_SCHEMAS = (1,)  # the recipe file formats pinlock reads (nix/recipes/*.json "schema")
 SRI_SHA256 = re.compile(r"sha256-[A-Za-z0-9+/]{43}=")
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import exactformats
 
 from pinlock import hf
-from pinlock.pins import RECIPE_SCHEMAS, RECIPES, PinError, UsageError, read_json
+from pinlock.pins import RECIPES, PinError, UsageError, read_json
 
 WEIGHTS_KEYS = ("model", "drafter")
 JSON_KINDS: dict[type, str] = {dict: "an object", str: "a string"}
@@ -76,7 +76,7 @@ def parse(data: Any, where: Path) -> RecipePins:
         raise UsageError(f"recipe {where} is not a JSON object; is this a recipe file?")
     problem = exactformats.schema_problem(
         data.get("schema"),
-        RECIPE_SCHEMAS,
+        exactformats.RECIPE_SCHEMAS,
         f"recipe {where}",
         reader="pinlock",
         older="use the pinlock of the flake the recipe came with",

@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from exactformats.crash import one_line
 from gpuhost.driver import OVERRIDE_VAR, DriverLibs, DriverNotFound, driver_environment, find_driver
 
 from exactlaunch import capacity, fleet, values
 from exactlaunch.buildinfo import build_info
-from exactlaunch.crash import one_line
 from exactlaunch.environment import DEEP_GEMM_VAR, RECIPE_VAR, EnvError, LaunchEnv, build_env, check_caller
 from exactlaunch.options import Once, given, strict_parser, typed
 from exactlaunch.preflight import installed_package_dir, preflight

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TypeVar
 
 import exactformats
+from exactformats.crash import one_line
 
 from exactlaunch import strictjson, values
-from exactlaunch.crash import one_line
 from exactlaunch.recipe import RecipeError, set_flag
 
 MEM_FLAG = "--mem-fraction-static"

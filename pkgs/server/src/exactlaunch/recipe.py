@@ -16,9 +16,6 @@ import exactformats
 from exactlaunch import strictjson, values
 from exactlaunch.environment import DECIDED_VARS
 
-# The recipe file formats this launcher reads (the file's "schema"): a newer one may mean what this one
-# would silently get wrong.
-RECIPE_SCHEMAS = (1,)
 # The sections of a recipe file (DESIGN.md's contract); another key is a typo or a newer format.
 RECIPE_KEYS = frozenset(
     {"schema", "name", "description", "engine", "deepGemm", "model", "drafter", "card", "sampling"}
@@ -198,7 +195,7 @@ def parse_recipe(data: Any, where: Path) -> Recipe:
         raise RecipeError(f"{where}: a recipe is a JSON object")
     problem = exactformats.schema_problem(
         data.get("schema"),
-        RECIPE_SCHEMAS,
+        exactformats.RECIPE_SCHEMAS,
         f"recipe {where}",
         reader="bitexact-server",
         older="use the launcher of the flake the recipe came with",
@@ -299,7 +296,7 @@ def _known(section: Mapping[str, Any], keys: frozenset[str], prefix: str, where:
     if unknown:
         raise RecipeError(
             f"{where}: unknown keys {[prefix + k for k in unknown]}; a recipe of schema "
-            f"{RECIPE_SCHEMAS[-1]} has {sorted(prefix + k for k in keys)}"
+            f"{exactformats.RECIPE_SCHEMAS[-1]} has {sorted(prefix + k for k in keys)}"
         )
 
 

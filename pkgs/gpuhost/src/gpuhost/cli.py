@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from exactlaunch.crash import one_line
+from exactformats.crash import one_line
 
 from gpuhost.cards import slug_for
 from gpuhost.driver import DriverNotFound, driver_environment, find_driver

@@ -1,0 +1,109 @@
+"""The packages the programs share stand on their own: gpuhost (pkgs/gpuhost, the driver and cards) runs
+with exactformats beside it and nothing else of the project (not the launcher, which depends on it), and
+the recipe schemas the three recipe readers take are declared once, in exactformats.
+
+gpuhost is run as a real process under `python -S` (no site-packages: no installed launcher, no pynvml), on
+a driver folder that holds no driver, so it must say so with the fix rather than fail to import. The server
+set's derivations (exactformats, gpuhost, the launcher) are evaluated with stand-ins for the builders and
+held to their pyproject.toml's name, version and dependencies."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import exactformats
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# The recipe readers: bitexact's presets, the launcher's recipe and pinlock's recipe.
+READERS = (
+    "pkgs/bitexact/src/bitexact/presets.py",
+    "pkgs/server/src/exactlaunch/recipe.py",
+    "pkgs/lock/src/pinlock/recipe.py",
+)
+
+
+def test_bitexact_driver_runs_with_exactformats_alone(tmp_path: Path) -> None:
+    path = os.pathsep.join(str(REPO / p) for p in ("pkgs/gpuhost/src", "pkgs/formats/src"))
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": path}
+    env["BITEXACT_DRIVER_LIB"] = str(tmp_path)
+    command = [sys.executable, "-S", "-m", "gpuhost.cli", "show"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("bitexact-driver: error: "), done.stderr
+    assert "BITEXACT_DRIVER_LIB" in done.stderr and str(tmp_path) in done.stderr, done.stderr
+    assert "internal error" not in done.stderr and "ModuleNotFoundError" not in done.stderr, done.stderr
+
+
+# The server set's derivations of the project's packages (pyproject.nix builders): the venv takes each
+# package's dependencies from passthru.dependencies, so a name missing there is a module missing at run time.
+SERVER_SET = ("pkgs/formats/exactformats.nix", "pkgs/gpuhost/gpuhost.nix", "pkgs/server/exactlaunch.nix")
+STUBS = """let
+  lib = { fileset = { toSource = a: map toString a.fileset; unions = l: l; };
+    importTOML = p: builtins.fromTOML (builtins.readFile p); };
+  d = import FILE { inherit lib; stdenv.mkDerivation = a: a; pyprojectHook = "hook";
+    resolveBuildSystem = x: [ ]; };
+in { inherit (d) pname version; dependencies = builtins.attrNames d.passthru.dependencies; }"""
+
+
+@pytest.mark.nix
+@pytest.mark.skipif(shutil.which("nix-instantiate") is None, reason="nix-instantiate not on PATH")
+@pytest.mark.parametrize("derivation", SERVER_SET)
+def test_the_server_set_derivation_depends_on_what_its_pyproject_names(derivation: str) -> None:
+    expr = STUBS.replace("FILE", str(REPO / derivation))
+    out = subprocess.run(
+        ["nix-instantiate", "--eval", "--strict", "--json", "--expr", expr],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    got = json.loads(out)
+    project = tomllib.loads((REPO / derivation).with_name("pyproject.toml").read_text())["project"]
+    assert (got["pname"], got["version"]) == (project["name"], project["version"])
+    assert sorted(got["dependencies"]) == sorted(project["dependencies"]), derivation
+
+
+def _schema_names(tree: ast.AST) -> list[str]:
+    """The module-level names assigned here that end in SCHEMAS (a reader's list of file formats)."""
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        else:
+            continue
+        names += [t.id for t in targets if isinstance(t, ast.Name) and t.id.endswith("RECIPE_SCHEMAS")]
+    return names
+
+
+def test_recipe_schemas_are_declared_once_and_read_by_every_reader() -> None:
+    declared = {
+        str(path.relative_to(REPO)): names
+        for path in sorted(REPO.glob("pkgs/*/src/**/*.py"))
+        if (names := _schema_names(ast.parse(path.read_text(), str(path))))
+    }
+    assert declared == {"pkgs/formats/src/exactformats/schema.py": ["RECIPE_SCHEMAS"]}, declared
+    assert exactformats.RECIPE_SCHEMAS == tuple(sorted(set(exactformats.RECIPE_SCHEMAS)))
+    for reader in READERS:
+        tree = ast.parse((REPO / reader).read_text())
+        assert _reads_shared_list(tree), f"{reader} does not read exactformats.RECIPE_SCHEMAS"
+
+
+def _reads_shared_list(tree: ast.AST) -> bool:
+    """`from exactformats import RECIPE_SCHEMAS` or `exactformats.RECIPE_SCHEMAS`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "exactformats":
+            if any(alias.name == "RECIPE_SCHEMAS" for alias in node.names):
+                return True
+        if isinstance(node, ast.Attribute) and node.attr == "RECIPE_SCHEMAS":
+            if isinstance(node.value, ast.Name) and node.value.id == "exactformats":
+                return True
+    return False
