@@ -66,6 +66,9 @@ def test_the_recipe_is_read_only() -> None:
         recipe.data["card"]["slug"] = "h200"  # type: ignore[index]
     assert isinstance(recipe.data["launch"]["argv"], tuple)
     assert recipe.argv == tuple(json.loads(QWEN.read_text())["launch"]["argv"])
+    # The frozen view reads back to the file's JSON, and reads again to the same recipe.
+    assert exactformats.recipe.thawed(recipe.data) == json.loads(QWEN.read_text())
+    assert exactformats.recipe.parse_recipe(recipe.data, QWEN, **ANY) == recipe
 
 
 def _three_messages(path: Path) -> list[str]:

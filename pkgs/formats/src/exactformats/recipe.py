@@ -108,9 +108,9 @@ class Recipe:
 
 def frozen(value: Any) -> Any:
     """Parsed JSON made read-only: objects as mapping proxies, arrays as tuples."""
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return MappingProxyType({key: frozen(item) for key, item in value.items()})
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return tuple(frozen(item) for item in value)
     return value
 
@@ -121,7 +121,6 @@ _KIND_NAMES: dict[type, str] = {
     str: "a string",
     int: "a whole number",
     bool: "true or false",
-    object: "given",
 }
 
 
@@ -144,7 +143,7 @@ def _kind(value: Any) -> str:
         return "a decimal number"
     if isinstance(value, Mapping):
         return "an object"
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return "a list"
     return "a string" if isinstance(value, str) else "null"
 
@@ -171,24 +170,35 @@ class _Reader:
                 f"{sorted(prefix + k for k in keys)}"
             )
 
-    def field(self, keys: Keys, kind: type, default: Any = ...) -> Any:
-        """The value at `keys`, of `kind`; `default` where it is absent (missing key without one)."""
+    def _at(self, keys: Keys) -> tuple[bool, Any]:
+        """(found, value) at `keys`."""
         value: Any = self.data
         for key in keys:
             if not isinstance(value, Mapping) or key not in value:
-                if default is not ...:
-                    return default
-                raise self.fail(f"missing key `{'.'.join(keys)}`")
+                return False, None
             value = value[key]
-        wrong = not isinstance(value, kind) or (kind is int and isinstance(value, bool))
-        if wrong:
+        return True, value
+
+    def field(self, keys: Keys, kind: type, default: Any = ...) -> Any:
+        """The value at `keys`, of `kind`; `default` where it is absent (missing key without one)."""
+        found, value = self._at(keys)
+        if not found:
+            if default is ...:
+                raise self.fail(f"missing key `{'.'.join(keys)}`")
+            return default
+        expected: Any = {dict: Mapping, list: (list, tuple)}.get(kind, kind)  # a frozen recipe reads too
+        if not isinstance(value, expected) or (kind is int and isinstance(value, bool)):
             raise self.fail(f"`{'.'.join(keys)}` must be {_KIND_NAMES[kind]}, found {_kind(value)}")
         return value
 
     def strings(self, keys: Keys, default: Any = ...) -> tuple[str, ...]:
-        value = self.field(keys, object, default)
         label = ".".join(keys)
-        if not isinstance(value, list):
+        found, value = self._at(keys)
+        if not found and default is not ...:
+            return tuple(default)
+        if not found:
+            raise self.fail(f"missing key `{label}`")
+        if not isinstance(value, list | tuple):
             raise self.fail(f"`{label}` must be a list of strings, found {_kind(value)}")
         for index, item in enumerate(value):
             if not isinstance(item, str):
