@@ -176,7 +176,7 @@ def load_recipe(path: Path) -> Recipe:
     return checked(recipe)
 
 
-# Variant edits and serving flags on the recipe's argv (the same semantics as the Nix lib implements).
+# Variant edits and serving flags on the recipe's argv (the launcher's alone: Nix reads pins and names only).
 # `unset`: each flag is removed with its value (the next element, unless it starts with `--`); a flag not
 # in argv is an error. `set`: an existing flag's value is replaced (error if the flag has no value), a
 # missing flag is appended as `flag value` (flags of one `set` in sorted order). `env` is merged over the
@@ -230,7 +230,7 @@ def apply_variant(
             out = unset_flag(out, flag)
         except RecipeError as error:
             raise RecipeError(f"variant `{variant.name}`: {error}") from None
-    # Sorted, as the Nix lib must (attribute sets have no order): appended flags land in one order.
+    # Sorted (a JSON object has no order to keep): appended flags land in one order.
     for flag, value in sorted(variant.set.items()):
         try:
             out = set_flag(out, flag, value)
