@@ -1,11 +1,11 @@
-"""One recipe reader (exactformats.recipe) for bitexact, the launcher and pinlock, and the Nix lib's reader
-(nix/lib/recipe.nix) held equal to it.
+"""One recipe reader (exactformats.recipe) for bitexact, the launcher and pinlock (and the GPU checks'
+runner), and the Nix lib's reader (nix/lib/recipe.nix) held equal to it.
 
-The three programs take the same typed, read-only recipe from the shared reader and refuse a bad one with
-the same words; each keeps only what it derives (bitexact its presets, pinlock its pins, the launcher the
-argv it runs). Nix reads the committed recipes (really evaluated here) to the same names, pins, variants
-and client settings the Python programs derive, and refuses what the Python reader refuses of the parts
-Nix reads."""
+The programs take the same typed, read-only recipe from the shared reader and refuse a bad one with the
+same words; each keeps only what it derives (bitexact its presets, pinlock its pins, the launcher the argv
+it runs, the runner its copies with another memory share). Nix reads the committed recipes (really
+evaluated here) to the same names, pins, variants and client settings the Python programs derive, and
+refuses what the Python reader refuses of the parts Nix reads."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import pytest
 from bitexact import presets
 from bitexact.errors import UsageError
 from exactlaunch import recipe as launcher_recipe
+from gpuchecks import trees
 from pinlock import recipe as pinlock_recipe
 from pinlock.pins import UsageError as PinlockUsageError
 
@@ -41,12 +42,13 @@ def test_the_committed_recipes_are_more_than_one() -> None:
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=lambda p: p.stem)
-def test_the_three_programs_take_one_reading_of_a_recipe(path: Path) -> None:
+def test_the_programs_take_one_reading_of_a_recipe(path: Path) -> None:
     shared = exactformats.read_recipe(path, **ANY)
     launched = launcher_recipe.load_recipe(path)
     compared = presets.load_recipe(str(path))
     assert isinstance(launched, exactformats.Recipe) and isinstance(compared, exactformats.Recipe)
     assert launched == shared and compared == shared
+    assert trees.read_recipe(path) == shared
     pins = pinlock_recipe.read(path)
     assert pins == pinlock_recipe.pins_of(shared)
     assert pins.engine.identity == f"{shared.engine_repo}@{shared.engine_rev}"
@@ -71,13 +73,15 @@ def test_the_recipe_is_read_only() -> None:
     assert exactformats.recipe.parse_recipe(recipe.data, QWEN, **ANY) == recipe
 
 
-def _three_messages(path: Path) -> list[str]:
-    """What bitexact, the launcher and pinlock say of the recipe at `path` (each must refuse it)."""
+def _messages(path: Path) -> list[str]:
+    """What bitexact, the launcher, pinlock and the GPU checks' runner say of the recipe at `path` (each
+    must refuse it)."""
     messages = []
     for read, error in (
         (lambda: presets.load_recipe(str(path)), UsageError),
         (lambda: launcher_recipe.load_recipe(path), launcher_recipe.RecipeError),
         (lambda: pinlock_recipe.read(path), PinlockUsageError),
+        (lambda: trees.recipe_setting(path, {}), trees.TreeError),
     ):
         with pytest.raises(error) as caught:
             read()
@@ -109,23 +113,24 @@ def _three_messages(path: Path) -> list[str]:
         (lambda d: d["model"].pop("revision"), "missing key `model.revision`"),
     ],
 )
-def test_a_bad_recipe_is_refused_by_the_three_programs_in_the_same_words(
+def test_a_bad_recipe_is_refused_by_every_program_in_the_same_words(
     edit: Any, said: str, tmp_path: Path
 ) -> None:
     data = json.loads(QWEN.read_text())
     edit(data)
     path = _write(tmp_path, data)
-    for message in _three_messages(path):
+    for message in _messages(path):
         assert said in message, message
         assert str(path) in message, message
 
 
 def test_each_program_names_the_schema_with_its_own_fix(tmp_path: Path) -> None:
     path = _write(tmp_path, {**json.loads(QWEN.read_text()), "schema": 2})
-    bitexact, launcher, pinlock = _three_messages(path)
+    bitexact, launcher, pinlock, runner = _messages(path)
     assert f"--recipe {path} has schema 2: it was written by a newer bitexact" in bitexact
     assert f"recipe {path} has schema 2: it was written by a newer bitexact-server" in launcher
     assert f"recipe {path} has schema 2: it was written by a newer pinlock" in pinlock
+    assert f"--recipe {path} has schema 2: it was written by a newer bitexact-gpu-checks" in runner
 
 
 # --- the Nix reader, held equal -----------------------------------------------------------------------

@@ -23,11 +23,13 @@ import exactformats
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-# What bitexact, the launcher and pinlock take from a recipe: each reads the file with exactformats.recipe.
+# What bitexact, the launcher, pinlock and the GPU checks' runner take from a recipe: each reads the file
+# with exactformats.recipe.
 CONSUMERS = (
     "pkgs/bitexact/src/bitexact/presets.py",
     "pkgs/server/src/exactlaunch/recipe.py",
     "pkgs/lock/src/pinlock/recipe.py",
+    "pkgs/gpu-checks/src/gpuchecks/trees.py",
 )
 
 
