@@ -232,7 +232,7 @@ CASES: list[Case] = [
         "a recipe file whose name has ../ in it",
         ("golden", "record", URL, "--recipe", "{tmp}/r.json", "--card", "h200", "--golden-dir", "{tmp}/g"),
         2,
-        r"--recipe .*r.json: the recipe's name '\.\./\.\./escaped': a name that becomes a file",
+        r"--recipe .*r.json: `name`: '\.\./\.\./escaped' is not a recipe or variant name: lowercase letters",
         recipe_with(name="../../escaped"),
         check=absent("escaped.json"),
     ),
@@ -242,7 +242,7 @@ CASES: list[Case] = [
         "a recipe variant named with a path",
         ("parity", URL, URL + "?timeout=5", "--preset", "recipe", "--recipe", "{tmp}/r.json"),
         2,
-        r"--recipe .*r.json: the variant name '\.\./x': a name that becomes a file",
+        r"--recipe .*r.json: `variants`: '\.\./x' is not a recipe or variant name: lowercase letters",
         variant("../x", {"speculative": True}),
     ),
     Case(
@@ -275,7 +275,7 @@ CASES: list[Case] = [
         "a recipe with a key given twice",
         ("parity", URL, URL + "?timeout=5", "--preset", "recipe", "--recipe", "{tmp}/r.json"),
         2,
-        r"--recipe .*r.json: the key 'no-spec' is given twice in one object",
+        r'--recipe .*r.json: key "no-spec" is given twice in one object',
         write(
             "r.json",
             RECIPE.read_text().replace('"no-spec": {', '"no-spec": {"speculative": true}, "no-spec": {', 1),
@@ -287,7 +287,7 @@ CASES: list[Case] = [
         "a recipe variant whose client.inflight is not a number",
         ("parity", URL, URL + "?timeout=5", "--preset", "x", "--recipe", "{tmp}/r.json"),
         2,
-        r"variant 'x': 'client.inflight' must be a whole number from 1 to 4096, not \"8\"",
+        r"--recipe .*r.json: `variants.x.client.inflight` must be a whole number, found a string",
         variant("x", {"speculative": True, "client": {"inflight": "8"}}),
     ),
     # bitexact, issue 28: one file in one role; one command per verb in an --out

@@ -383,7 +383,7 @@ CASES: list[Case] = [
         "--recipe names no file",
         ("parity", URL, URL + "?timeout=5", "--preset", "recipe", "--recipe", "{tmp}/none.json"),
         2,
-        r"--recipe .*none.json: no such file; give a recipe JSON file",
+        r"--recipe .*none.json: no such file; give the recipe file \(nix/recipes/<name>.json\)",
     ),
     Case(
         "bx-recipe-dir",
@@ -409,7 +409,7 @@ CASES: list[Case] = [
         "--recipe is not JSON",
         ("parity", URL, URL + "?timeout=5", "--preset", "recipe", "--recipe", "{tmp}/r.json"),
         2,
-        r"--recipe .*r.json: not JSON",
+        r"--recipe .*r.json: not valid JSON",
         write("r.json", "{"),
     ),
     Case(
@@ -428,7 +428,7 @@ CASES: list[Case] = [
         "a recipe without variants",
         ("parity", URL, URL + "?timeout=5", "--preset", "recipe", "--recipe", "{tmp}/r.json"),
         2,
-        r"no 'name' or 'variants'; is this a recipe file\?",
+        r"--recipe .*r.json: missing key `variants`",
         recipe_without("variants"),
     ),
     # bitexact warm: passes that cannot count

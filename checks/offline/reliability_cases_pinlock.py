@@ -342,7 +342,7 @@ CASES: list[Case] = [
         "a recipe whose model has no revision (a KeyError)",
         ("--root", "{tmp}/repo", "status"),
         2,
-        r"recipe .*qwen3.8-27b-exact.json: `model.revision` is missing",
+        r"recipe .*qwen3.8-27b-exact.json: missing key `model.revision`",
         both(checkout(), recipe_in_checkout(lambda d: d["model"].pop("revision"))),
     ),
     Case(
@@ -351,7 +351,7 @@ CASES: list[Case] = [
         "a recipe whose engine repo is a number (a TypeError)",
         ("--root", "{tmp}/repo", "status"),
         2,
-        r"`engine.repo` must be a string, not 5",
+        r"`engine.repo` must be a string, found a whole number",
         both(checkout(), recipe_in_checkout(lambda d: d["engine"].update(repo=5))),
     ),
     Case(
@@ -369,7 +369,7 @@ CASES: list[Case] = [
         "a recipe giving the engine's rev twice",
         ("--root", "{tmp}/repo", "status"),
         2,
-        r'not valid JSON \(key "rev" is given twice in one object\)',
+        r'qwen3.8-27b-exact.json: key "rev" is given twice in one object',
         both(
             checkout(),
             recipe_text(

@@ -162,7 +162,7 @@ def test_bitexact_refuses_a_variant_its_preset_would_shadow(tmp_path: Path) -> N
     data = _data()
     data["variants"]["long"] = {}
     (tmp_path / "r.json").write_text(json.dumps(data))
-    with pytest.raises(UsageError, match=r"`long` is the name of bitexact's own preset"):
+    with pytest.raises(UsageError, match=r"variant `long`: the name is bitexact's own preset"):
         load_recipe(str(tmp_path / "r.json"))
 
 

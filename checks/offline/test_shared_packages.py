@@ -1,6 +1,7 @@
 """The packages the programs share stand on their own: gpuhost (pkgs/gpuhost, the driver and cards) runs
 with exactformats beside it and nothing else of the project (not the launcher, which depends on it), and
-the recipe schemas the three recipe readers take are declared once, in exactformats.
+the recipe schemas are declared once, in exactformats, and read by its one recipe reader, through which
+bitexact, the launcher and pinlock read every recipe.
 
 gpuhost is run as a real process under `python -S` (no site-packages: no installed launcher, no pynvml), on
 a driver folder that holds no driver, so it must say so with the fix rather than fail to import. The server
@@ -22,11 +23,13 @@ import exactformats
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-# The recipe readers: bitexact's presets, the launcher's recipe and pinlock's recipe.
-READERS = (
+# What bitexact, the launcher, pinlock and the GPU checks' runner take from a recipe: each reads the file
+# with exactformats.recipe.
+CONSUMERS = (
     "pkgs/bitexact/src/bitexact/presets.py",
     "pkgs/server/src/exactlaunch/recipe.py",
     "pkgs/lock/src/pinlock/recipe.py",
+    "pkgs/gpu-checks/src/gpuchecks/trees.py",
 )
 
 
@@ -85,6 +88,8 @@ def _schema_names(tree: ast.AST) -> list[str]:
 
 
 def test_recipe_schemas_are_declared_once_and_read_by_every_reader() -> None:
+    """Declared in exactformats.schema, read by exactformats.recipe alone; every program's recipe module
+    reads recipes with exactformats.recipe (read_recipe or parse_recipe), and none checks a schema itself."""
     declared = {
         str(path.relative_to(REPO)): names
         for path in sorted(REPO.glob("pkgs/*/src/**/*.py"))
@@ -92,18 +97,40 @@ def test_recipe_schemas_are_declared_once_and_read_by_every_reader() -> None:
     }
     assert declared == {"pkgs/formats/src/exactformats/schema.py": ["RECIPE_SCHEMAS"]}, declared
     assert exactformats.RECIPE_SCHEMAS == tuple(sorted(set(exactformats.RECIPE_SCHEMAS)))
-    for reader in READERS:
-        tree = ast.parse((REPO / reader).read_text())
-        assert _reads_shared_list(tree), f"{reader} does not read exactformats.RECIPE_SCHEMAS"
+    readers = {
+        str(path.relative_to(REPO))
+        for path in sorted(REPO.glob("pkgs/*/src/**/*.py"))
+        if path.name != "__init__.py" and _reads_schema_list(ast.parse(path.read_text(), str(path)))
+    }
+    assert readers == {"pkgs/formats/src/exactformats/recipe.py"}, readers
+    for consumer in CONSUMERS:
+        tree = ast.parse((REPO / consumer).read_text())
+        assert _calls_recipe_reader(tree), f"{consumer} does not read recipes with exactformats.recipe"
 
 
-def _reads_shared_list(tree: ast.AST) -> bool:
-    """`from exactformats import RECIPE_SCHEMAS` or `exactformats.RECIPE_SCHEMAS`."""
+def _reads_schema_list(tree: ast.AST) -> bool:
+    """The module names RECIPE_SCHEMAS other than in its own assignment (an import, an attribute, a use)."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "exactformats":
-            if any(alias.name == "RECIPE_SCHEMAS" for alias in node.names):
-                return True
+        if isinstance(node, ast.ImportFrom) and any(a.name == "RECIPE_SCHEMAS" for a in node.names):
+            return True
         if isinstance(node, ast.Attribute) and node.attr == "RECIPE_SCHEMAS":
-            if isinstance(node.value, ast.Name) and node.value.id == "exactformats":
-                return True
+            return True
+        if isinstance(node, ast.Name) and node.id == "RECIPE_SCHEMAS" and isinstance(node.ctx, ast.Load):
+            return True
+    return False
+
+
+def _calls_recipe_reader(tree: ast.AST) -> bool:
+    """A call of `read_recipe` or `parse_recipe` reached through exactformats (`exactformats.read_recipe`,
+    `exactformats.recipe.parse_recipe`)."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr not in ("read_recipe", "parse_recipe"):
+            continue
+        owner = node.func.value
+        if isinstance(owner, ast.Attribute) and owner.attr == "recipe":
+            owner = owner.value
+        if isinstance(owner, ast.Name) and owner.id == "exactformats":
+            return True
     return False

@@ -27,7 +27,7 @@ python3Packages.buildPythonApplication {
 
   build-system = [ python3Packages.setuptools ];
 
-  # exactformats (pkgs/formats): the file reader and schema check shared with the launcher and pinlock.
+  # exactformats (pkgs/formats): the file reader, schema check and recipe reader shared with the launcher and pinlock.
   dependencies = [
     (python3Packages.callPackage ../formats { })
   ]

@@ -1,5 +1,5 @@
 # exactformats as a nixpkgs Python package (`python3Packages.callPackage ./pkgs/formats { }`): the file
-# reader and schema check that bitexact and pinlock import. The launcher takes it from the server's
+# reader, schema check and recipe reader that bitexact and pinlock import. The launcher takes it from the server's
 # package set instead (./exactformats.nix), built for that set's interpreter. Standard library only.
 {
   lib,
@@ -20,7 +20,7 @@ buildPythonPackage {
   build-system = [ setuptools ];
   pythonImportsCheck = [ "exactformats" ];
   meta = {
-    description = "The file reader and schema check shared by bitexact, the launcher and pinlock";
+    description = "The file reader, schema check and recipe reader shared by bitexact, the launcher and pinlock";
     license = lib.licenses.asl20;
   };
 }

@@ -1,6 +1,7 @@
 # The runner of the GPU checks (`bitexact-gpu-checks`) as a Nix package, built with the server env's
-# Python packages (`python3Packages`) like bitexact. It needs only the standard library at import; it runs
-# in the server venv's Python (nix/gpu-checks.nix wraps it), where gpuhost reads the card through NVML.
+# Python packages (`python3Packages`) like bitexact. It needs the standard library and exactformats (the
+# recipe reader) at import; it runs in the server venv's Python (nix/gpu-checks.nix wraps it), where
+# gpuhost reads the card through NVML.
 # Its tests run in the offline suite (checks/offline/run.sh).
 {
   lib,
@@ -20,6 +21,7 @@ python3Packages.buildPythonApplication {
   };
 
   build-system = [ python3Packages.setuptools ];
+  dependencies = [ (python3Packages.callPackage ../formats { }) ];
 
   pythonImportsCheck = [
     "gpuchecks.plan"

@@ -19,8 +19,8 @@ stdenv.mkDerivation {
   };
   nativeBuildInputs = [ pyprojectHook ] ++ resolveBuildSystem { setuptools = [ ]; };
   # Standard library only, plus gpuhost (pkgs/gpuhost: driver discovery and the NVML card reader it shares
-  # with the image entrypoint, the GPU checks and bitexact) and exactformats, the file reader and schema
-  # check it shares with bitexact and pinlock (pyproject.toml).
+  # with the image entrypoint, the GPU checks and bitexact) and exactformats, the file reader, schema check
+  # and recipe reader it shares with bitexact and pinlock (pyproject.toml).
   passthru.dependencies = {
     gpuhost = [ ];
     exactformats = [ ];

@@ -213,7 +213,9 @@ def test_the_golden_dir_comes_from_the_repository_not_the_current_directory(
     (repo / "nix" / "recipes").mkdir(parents=True)
     (repo / "checks").mkdir()
     recipe = repo / "nix" / "recipes" / "tiny.json"
-    recipe.write_text(json.dumps({"schema": 1, "name": "tiny-recipe", "variants": {"recipe": {}}}))
+    committed = Path(__file__).resolve().parents[3] / "nix" / "recipes" / "qwen3.8-27b-exact.json"
+    tiny = {**json.loads(committed.read_text()), "name": "tiny-recipe", "variants": {"recipe": {}}}
+    recipe.write_text(json.dumps(tiny))  # a whole recipe whose `recipe` variant says nothing of speculation
     rest = [a for a in argv if a not in ("--recipe-name", "tiny-recipe")]
     assert main(["golden", "record", engine, "--recipe", str(recipe), *rest]) == 0
     wrote = repo / "checks" / "golden" / "test-card" / "tiny-recipe.json"

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from exactlaunch import strictjson
+from exactformats import strictjson
 
 from image_entrypoint.checks import PreflightError
 

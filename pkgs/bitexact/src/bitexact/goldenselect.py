@@ -99,7 +99,7 @@ def golden_key(request: GoldenRequest) -> tuple[str, str, str]:
             spec = request.spec or variant_side(load_recipe(request.recipe), request.variant).spec
     elif request.recipe or env_value("BITEXACT_RECIPE"):
         recipe = load_recipe(request.recipe)
-        name = recipe["name"]
+        name = recipe.name
         spec = request.spec or variant_side(recipe, request.variant).spec
     else:
         raise UsageError("goldens are keyed by recipe: pass --recipe FILE or --recipe-name NAME")

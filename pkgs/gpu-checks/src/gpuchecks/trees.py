@@ -19,8 +19,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import exactformats
+from exactformats.recipe import thawed
+
 MANIFEST = Path("sglang") / "srt" / "bitexact_manifest.json"
 TREE_NAMES = ("patched", "stock")
+PROG = "bitexact-gpu-checks"
 
 
 class TreeError(ValueError):
@@ -122,7 +126,7 @@ def with_launch_value(recipe: Path, flag: str, value: str, dest: Path) -> Path:
     already sets: a host setting replaces, it never adds numerics). The copy keeps the recipe's name, so its
     goldens and references key as the recipe's do; an unchanged copy is not rewritten (a resumed run's
     identity holds)."""
-    data = json.loads(recipe.read_text())
+    data = thawed(read_recipe(recipe).data)
     argv = data["launch"]["argv"]
     if flag not in argv:
         raise TreeError(f"recipe {recipe} sets no {flag} to replace")
@@ -137,6 +141,16 @@ def with_launch_value(recipe: Path, flag: str, value: str, dest: Path) -> Path:
 def recipe_setting(recipe: Path, env: dict[str, str]) -> list[str]:
     """The host settings that would override one of the recipe's own environment values (refused: the
     recipe's environment is numerics)."""
-    data = json.loads(recipe.read_text())
-    ours = data.get("launch", {}).get("env", {})
+    ours = read_recipe(recipe).env
     return sorted(k for k in env if k in ours)
+
+
+def read_recipe(recipe: Path) -> exactformats.Recipe:
+    """The recipe at `recipe`, read by the reader bitexact, the launcher and pinlock share; TreeError naming
+    the file and the fix."""
+    try:
+        return exactformats.read_recipe(
+            recipe, what="--recipe", reader=PROG, older="use the GPU checks of the flake the recipe came with"
+        )
+    except exactformats.FormatError as error:
+        raise TreeError(str(error)) from None

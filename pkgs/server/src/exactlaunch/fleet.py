@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import TypeVar
 
 import exactformats
+from exactformats import strictjson
 from exactformats.crash import one_line
 
-from exactlaunch import strictjson, values
+from exactlaunch import values
 from exactlaunch.recipe import RecipeError, set_flag
 
 MEM_FLAG = "--mem-fraction-static"

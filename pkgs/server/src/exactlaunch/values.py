@@ -16,6 +16,10 @@ import re
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
+# The recipe reader's pattern and its words: one for every reader of a recipe or variant name.
+from exactformats.recipe import NAME as RECIPE_NAME
+from exactformats.recipe import NAME_RULE
+
 FLAG = re.compile(r"--[A-Za-z0-9][A-Za-z0-9_-]*")
 # POSIX names of environment variables (portable: letters, digits, underscore; no leading digit).
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -28,7 +32,6 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,99}")
 # A recipe's or a variant's name: bitexact turns both into golden and report paths (bitexact.names.NAME,
 # the same pattern: checks/offline/test_launcher_recipe_checks.py holds them equal), so the launcher,
 # which reads the recipe first, refuses what bitexact would.
-RECIPE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,99}")
 _LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 # What argparse reads as a value although it starts with `-`: a negative number (its own pattern), `-`.
 _NEGATIVE = re.compile(r"-[0-9]+|-[0-9]*\.[0-9]+")
@@ -151,10 +154,7 @@ def name(text: str) -> str:
 def recipe_name(text: str) -> str:
     """A recipe's or a variant's name, which bitexact makes file names of (goldens, reports)."""
     if not RECIPE_NAME.fullmatch(text):
-        raise BadValue(
-            f"{text!r} is not a recipe or variant name: lowercase letters, digits, '.', '_' or '-', starting "
-            "with a letter or digit (at most 100); bitexact makes file names of it"
-        )
+        raise BadValue(f"{text!r} is not a recipe or variant name: {NAME_RULE}")
     return text
 
 

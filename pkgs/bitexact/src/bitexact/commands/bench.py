@@ -11,6 +11,8 @@ import dataclasses
 import sys
 from typing import Any
 
+from exactformats.recipe import thawed
+
 from bitexact.argv import MAX_RUNS, MAX_SEED, MAX_TOKENS, MAX_VOCAB, count, parse_lengths
 from bitexact.engines.base import Timing
 from bitexact.engines.factory import open_engine
@@ -119,7 +121,7 @@ def run(args: argparse.Namespace, engines: Engines) -> int:
     spec = engines["engine"]  # parsed before any prompt is built: a malformed string fails first
     lengths = parse_lengths(args.lengths, MAX_TOKENS) if args.lengths else list(BENCH_LENGTHS)
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
-    reference = load_recipe(args.recipe)["reference"] if args.recipe else None
+    reference = thawed(load_recipe(args.recipe).reference) if args.recipe else None
     # Prompts first: a usage error should not wait for a server or a model to load.
     prompts = [
         long_prompt(n, seed=args.seed + i, tokenizer=tokenizer, vocab_size=args.vocab_size)

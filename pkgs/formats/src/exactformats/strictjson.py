@@ -42,8 +42,14 @@ def loads(text: str) -> Any:
     try:
         return json.loads(text, object_pairs_hook=_unique, parse_constant=_no_constant)
     except _Twice as twice:
-        lines = _key_lines(text, twice.key)
-        at = f" (lines {', '.join(map(str, lines))})" if len(lines) > 1 else ""
+        lines = sorted(set(_key_lines(text, twice.key)))
+        at = (
+            f" (lines {', '.join(map(str, lines))})"
+            if len(lines) > 1
+            else f" (line {lines[0]})"
+            if lines
+            else ""
+        )
         raise JsonProblem(
             f"key {json.dumps(twice.key)} is given twice in one object{at}: JSON readers keep only one of "
             "them, so remove or rename the other"
