@@ -1,8 +1,9 @@
 """pkgs/bitexact/default.nix agrees with pyproject.toml (name, version, entry point, dependencies: the
 shared file reader pkgs/formats, built from its own default.nix, and the optional ones: transformers, and
 the card reader pkgs/gpuhost, whose own default.nix is held to its pyproject.toml the same way). nixpkgs is
-unreachable here, so the function is evaluated with stand-ins for `lib` and `python3Packages` that
-record what it passes on; the real build runs where nixpkgs is (the flake's packages.bitexact)."""
+unreachable here, so the function is evaluated with stand-ins for `lib` and the Python package set that
+record what nix/local-python-package.nix passes on (the source is real: a store path of the project's
+files); the real build runs where nixpkgs is (the flake's packages.bitexact)."""
 
 from __future__ import annotations
 
@@ -32,11 +33,12 @@ let
     # and version, then what it depends on
     callPackage = path: args: let d = record path args; in "${d.pname}==${d.version}" + dependsOn d;
   };
-  scope = { inherit lib; inherit (python3Packages) setuptools callPackage;
-    buildPythonPackage = a: a; nvidia-ml-py = "nvidia-ml-py"; };
+  # what pkgs/formats and pkgs/gpuhost take: nixpkgs' `python` (its package set) and callPackage
+  packageSet = python3Packages // { buildPythonPackage = a: a; nvidia-ml-py = "nvidia-ml-py"; };
+  scope = { inherit lib; inherit (python3Packages) callPackage; python.pkgs = packageSet; };
   record = path: args: let fn = import path; in
     fn (builtins.intersectAttrs (builtins.functionArgs fn) scope // args);
-  dependsOn = d: if d ? dependencies then " (" + builtins.concatStringsSep ", " d.dependencies + ")" else "";
+  dependsOn = d: if (d.dependencies or [ ]) != [ ] then " (" + builtins.concatStringsSep ", " d.dependencies + ")" else "";
   f = import PACKAGE;
 in {
   plain = f { inherit lib python3Packages; };
@@ -54,8 +56,9 @@ def test_package_nix_matches_pyproject():
     expr = STUBS.replace("PACKAGE", str(PACKAGE / "default.nix"))
     expr = expr.replace("GPUHOST", str(gpuhost_dir / "default.nix"))
     env = {**os.environ, "NIX_CONFIG": "experimental-features = nix-command flakes"}
+    # --read-write-mode: the sources land in the store, so the test reads the files a build would get
     out = subprocess.run(
-        ["nix-instantiate", "--eval", "--strict", "--json", "--expr", expr],
+        ["nix-instantiate", "--eval", "--strict", "--json", "--read-write-mode", "--expr", expr],
         capture_output=True,
         text=True,
         env=env,
@@ -83,5 +86,6 @@ def test_package_nix_matches_pyproject():
     assert built["meta"]["mainProgram"] in gpuhost["scripts"]
     assert gpuhost["dependencies"] == ["nvidia-ml-py", formats["name"]]
     assert built["dependencies"] == ["nvidia-ml-py", plain["dependencies"][0]]
-    assert sorted(Path(p).name for p in built["src"]["files"]) == ["pyproject.toml", "src"]
-    assert sorted(Path(p).name for p in plain["src"]["files"]) == ["pyproject.toml", "src"]
+    # the source each builds from (nix/local-python-package.nix, a real store path): pyproject.toml and src/
+    assert sorted(p.name for p in Path(built["src"]).iterdir()) == ["pyproject.toml", "src"]
+    assert sorted(p.name for p in Path(plain["src"]).iterdir()) == ["pyproject.toml", "src"]
