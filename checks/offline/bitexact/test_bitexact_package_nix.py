@@ -38,7 +38,8 @@ let
   scope = { inherit lib; inherit (python3Packages) callPackage; python.pkgs = packageSet; };
   record = path: args: let fn = import path; in
     fn (builtins.intersectAttrs (builtins.functionArgs fn) scope // args);
-  dependsOn = d: if (d.dependencies or [ ]) != [ ] then " (" + builtins.concatStringsSep ", " d.dependencies + ")" else "";
+  dependsOn = d:
+    if (d.dependencies or [ ]) != [ ] then " (" + builtins.concatStringsSep ", " d.dependencies + ")" else "";
   f = import PACKAGE;
 in {
   plain = f { inherit lib python3Packages; };
