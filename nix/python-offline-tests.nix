@@ -40,15 +40,8 @@ let
     "pkgs/formats/src"
     "pkgs/gpuhost/src"
     "pkgs/gpu-checks/src"
-    "checks/e2e"
     "checks/gpu"
     "checks/plans"
-    "bench/kernels/bench_attn_prefetch.py"
-    "bench/kernels/exact_gemm_table.py"
-    "bench/kernels/gpu_timing.py"
-    "bench/kernels/smallm_table.py"
-    "bench/perf"
-    "bench/upstream_eval"
     "images/entrypoint/src"
     "images/layer_sizes.py"
     "nix/recipes"
@@ -90,17 +83,15 @@ in
       runCommand,
       python3,
       git,
-      util-linux,
     }:
     runCommand "python-offline-tests"
       {
-        # git: the lock tool's tests build throwaway repositories; util-linux: setsid, with which
-        # checks/e2e/host.sh starts the runner in the background (test_e2e_host.py); patch, tar and cc (the
-        # driver stand-ins of checks/offline/driver_standins.py are compiled) come with stdenv.
+        # git: the lock tool's tests build throwaway repositories; patch, tar and cc (the driver stand-ins
+        # of checks/offline/driver_standins.py are compiled) come with stdenv. The lab (lab/) and its tests
+        # are not in the source: the flake checks the product.
         nativeBuildInputs = [
           (python3.withPackages (ps: map (name: ps.${name}) pythonPackages))
           git
-          util-linux
         ];
       }
       ''

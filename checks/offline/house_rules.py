@@ -23,7 +23,7 @@ LIMIT = 700  # lines a module may have
 SKIPPED = ("docs/evidence/", ".cache/", ".venv/")  # recorded results and local caches, not the house
 PACKAGE_ROOTS = ("pkgs/*/src", "images/*/src")
 PRODUCT = ("pkgs/", "images/", "nix/")
-LAB_AND_TEST_HELPERS = ("bench/", "checks/offline/")
+LAB_AND_TEST_HELPERS = ("lab/", "checks/offline/")
 
 
 def rel(root: Path, path: Path) -> str:

@@ -1,4 +1,4 @@
-"""Profiler traces for bench/perf/breakdown.py's tests: a real torch.profiler trace recorded on the CPU, with
+"""Profiler traces for lab/perf/breakdown.py's tests: a real torch.profiler trace recorded on the CPU, with
 GPU events added in the schema Kineto writes on a CUDA machine.
 
 The CPU part is the real thing: `torch.profiler.profile(activities=[CPU])` around `record_function` spans

@@ -9,7 +9,6 @@ import reliability_cases_bitexact_classes
 import reliability_cases_bitexact_found
 import reliability_cases_bitexact_goldens
 import reliability_cases_bitexact_inputs
-import reliability_cases_e2e_assemble
 import reliability_cases_entrypoint
 import reliability_cases_fleet
 import reliability_cases_formats
@@ -18,7 +17,6 @@ import reliability_cases_http
 import reliability_cases_launcher
 import reliability_cases_launcher_env
 import reliability_cases_lock_os
-import reliability_cases_perf
 import reliability_cases_pinlock
 import reliability_cases_writes
 from reliability_setup import COMMAND_NAMES, PROGRAMS, REPO, SOURCES, Case
@@ -35,8 +33,6 @@ CASES: list[Case] = [
     *reliability_cases_entrypoint.CASES,
     *reliability_cases_gpu_checks.CASES,
     *reliability_cases_fleet.CASES,
-    *reliability_cases_e2e_assemble.CASES,
-    *reliability_cases_perf.CASES,  # perf-router, perf-run, perf-prefill
     *reliability_cases_writes.CASES,  # a golden's write, --out's files, paths that are not UTF-8
     *reliability_cases_formats.CASES,  # the shared file reader and schema check
     *reliability_cases_http.CASES,  # bitexact's HTTP exchange

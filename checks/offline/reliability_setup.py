@@ -37,10 +37,6 @@ PROGRAMS = {
     "entrypoint": ["-m", "image_entrypoint.main"],
     "gpu-checks": ["-m", "gpuchecks"],
     "fleet": ["-m", "exactlaunch.fleet"],
-    "e2e-assemble": [str(REPO / "checks" / "e2e" / "assemble.py")],
-    "perf-router": [str(REPO / "bench" / "perf" / "router.py")],
-    "perf-run": [str(REPO / "bench" / "perf" / "run.py")],
-    "perf-prefill": [str(REPO / "bench" / "perf" / "prefill.py")],
 }
 COMMAND_NAMES = {  # how the docs name each program (the names the flake's apps and the image give them)
     "bitexact": "bitexact",
@@ -49,42 +45,8 @@ COMMAND_NAMES = {  # how the docs name each program (the names the flake's apps 
     "entrypoint": "docker run IMAGE",
     "gpu-checks": "bitexact-gpu-checks",
     "fleet": "python -m exactlaunch.fleet",
-    "e2e-assemble": "checks/e2e/assemble.py",
-    "perf-router": "bench/perf/router.py",
-    "perf-run": "bench/perf/run.py",
-    "perf-prefill": "bench/perf/prefill.py",
 }
 REV = "a" * 40
-# One kernel, its launch, and a matrix-product op around the launch without "Input Dims" (what the
-# torch profiler writes when record_shapes is off).
-TRACE_WITHOUT_SHAPES = json.dumps(
-    {
-        "traceEvents": [
-            {
-                "ph": "X",
-                "cat": "cuda_runtime",
-                "name": "cudaLaunchKernel",
-                "pid": 1,
-                "tid": 1,
-                "ts": 5,
-                "dur": 1,
-            }
-            | {"args": {"correlation": 7}},
-            {"ph": "X", "cat": "kernel", "name": "nvjet_sm90_tst_TNT", "pid": 0, "tid": 7, "ts": 10, "dur": 5}
-            | {"args": {"correlation": 7}},
-            {
-                "ph": "X",
-                "cat": "cpu_op",
-                "name": "aten::mm",
-                "pid": 1,
-                "tid": 1,
-                "ts": 4,
-                "dur": 3,
-                "args": {},
-            },
-        ]
-    }
-)
 OTHER_REV = "b" * 40
 Setup = Callable[[Path], None]
 Check = Callable[[Path], "str | None"]

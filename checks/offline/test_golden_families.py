@@ -217,10 +217,10 @@ def test_a_pending_member_is_told_why(tmp_path: Path) -> None:
         families.resolve(tmp_path, "h100-nvl", "e2e-tiny-hybrid", {})
 
 
-# Every GEMM of each recipe's target, (N, K) of `x @ W^T` with W [N, K]: checks/e2e/tiny_model.py's
+# Every GEMM of each recipe's target, (N, K) of `x @ W^T` with W [N, K]: lab/card/tiny_model.py's
 # constants (hidden 1024, attention 6/1 heads of 256 with the output gate, GDN 4/12 heads of 128, MLP 3072,
 # 3014 tokens) and the 27B shape's (hidden 5120, attention 24/4 heads of 256 with the gate, GDN 16/48 heads
-# of 128, MLP 17408, 248320 tokens; bench/perf/model_27b.py).
+# of 128, MLP 17408, 248320 tokens; lab/perf/model_27b.py).
 GEMMS = {
     "e2e-tiny-hybrid": [
         (6 * 256 * 2 + 2 * 256, 1024),  # attention qkv with the output gate

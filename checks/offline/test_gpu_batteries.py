@@ -225,7 +225,7 @@ def test_every_step_but_the_references_is_a_check_reading_one_run_on_the_card(
 def test_the_run_calls_the_runner_whole_on_the_plan(locked: dict[str, Path]) -> None:
     """The run's builder is one call of `bitexact-gpu-checks run` with the plan Nix wrote for the recipe,
     both trees and their launchers, the kernel checks, the series and the goldens: the invocation a GPU
-    host without Nix makes (checks/e2e/host.sh). Its exit status is kept, not raised."""
+    host without Nix makes (lab/card/host.sh). Its exit status is kept, not raised."""
     got = gpu_checks(
         locked, "{ script = g.run.script; plan = g.planFile.text; inputs = g.run.nativeBuildInputs; }"
     )

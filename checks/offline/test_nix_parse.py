@@ -107,7 +107,7 @@ def test_nixpkgs_is_shared_by_every_input_but_nix2container() -> None:
     # nix2container keeps the nixpkgs its skopeo patch and vendorHash were tested with: a node of its
     # own, as its flake.nix declares it (github:NixOS/nixpkgs, no ref). That its locked revision is
     # the one in nix2container's own flake.lock is checked against the real file by
-    # bench/upstream_eval (the snapshot is not reachable from CI).
+    # lab/upstream_eval (the snapshot is not reachable from CI).
     own = nodes["nix2container"]["inputs"]["nixpkgs"]
     assert isinstance(own, str) and own != nodes["root"]["inputs"]["nixpkgs"], own
     assert nodes[own]["original"] == {"owner": "NixOS", "repo": "nixpkgs", "type": "github"}

@@ -99,7 +99,7 @@ def test_the_check_is_a_sandboxed_build_of_the_selection() -> None:
         "doubles = { "
         "runCommand = name: env: script: env // { inherit name script; }; "
         "python3.withPackages = f: { env = f ps; }; "
-        'git = "/fake-store/git"; util-linux = "/fake-store/util-linux"; }; '
+        'git = "/fake-store/git"; }; '
         "drv = check.check doubles; "
         "in { inherit (drv) name script; attrs = builtins.attrNames drv; "
         "tools = builtins.tail drv.nativeBuildInputs; "
@@ -112,7 +112,7 @@ def test_the_check_is_a_sandboxed_build_of_the_selection() -> None:
     assert "export HOME=$TMPDIR" in script
     assert f"cd {got['src']}\n" in script
     assert "python checks/offline/sandbox_selection.py" in script and "set -o pipefail" in script
-    assert got["tools"] == ["/fake-store/git", "/fake-store/util-linux"]
+    assert got["tools"] == ["/fake-store/git"]
     assert sorted(got["python"]) == sorted(f"py-{n}" for n in nix_eval(f"{CHECK}.pythonPackages"))
 
 
@@ -122,7 +122,7 @@ def test_cpu_checks_holds_the_check() -> None:
     got = nix_eval(
         f"let d = {NIXPKGS_DOUBLES}; "
         'pkgs = d // { python3 = d.python3 // { withPackages = f: "/fake-store/python-env"; }; '
-        'git = "/fake-store/git"; util-linux = "/fake-store/util-linux"; }; '
+        'git = "/fake-store/git"; }; '
         "checks = import ./nix/cpu-checks.nix { inherit pkgs; inherit (d) lib; "
         "deep-gemm = null; sglangSrc = null; sglangPatches = [ ]; }; "
         "c = checks.python-offline-tests; "
@@ -131,7 +131,7 @@ def test_cpu_checks_holds_the_check() -> None:
     )
     assert "python-offline-tests" in got["names"] and "nix-lib" in got["names"]
     assert got["name"] == "python-offline-tests"
-    assert got["nativeBuildInputs"] == ["/fake-store/python-env", "/fake-store/git", "/fake-store/util-linux"]
+    assert got["nativeBuildInputs"] == ["/fake-store/python-env", "/fake-store/git"]
     assert f"cd {got['src']}\n" in got["script"]
 
 

@@ -1,20 +1,18 @@
-"""bench/perf/prefill.py: a prefill's GPU time by component and GEMM by GEMM, from a real torch.profiler
+"""lab/perf/prefill.py: a prefill's GPU time by component and GEMM by GEMM, from a real torch.profiler
 trace recorded here on the CPU with `record_shapes` (so the ops' "Input Dims" are torch's own), carrying
 GPU events in Kineto's schema (checks/offline/perf_traces.py says where each field comes from)."""
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-import perf_traces
 import pytest
+from checkhelpers import perf_traces
+
+from lab.perf import breakdown, prefill
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench" / "perf"))
-import breakdown  # noqa: E402
-import prefill  # noqa: E402
 
 
 def _trace(tmp_path: Path, kernel: str, us_per_column: float, chunks: int = 3) -> list[dict]:

@@ -1,15 +1,14 @@
-"""bench/perf/target_estimate.py: the labelled model scaling H200 component times to the recipe's card."""
+"""lab/perf/target_estimate.py: the labelled model scaling H200 component times to the recipe's card."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
+from lab.perf import target_estimate as te
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench" / "perf"))
-import target_estimate as te  # noqa: E402
 
 # Cards with round figures, so every expected number below is worked out by hand.
 SOURCE = te.Card("source", sm_count=100, bandwidth_gbs=2000.0, source="test")

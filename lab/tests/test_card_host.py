@@ -1,4 +1,4 @@
-"""checks/e2e/host.sh, the GPU host's way to the runner without Nix, run for real by bash here: the Python it
+"""lab/card/host.sh, the GPU host's way to the runner without Nix, run for real by bash here: the Python it
 calls is a stand-in that logs its arguments (no GPU, no trees here), so what is tested is the script's own
 logic: the runner's arguments for `record` and `run`, the background run (record, then run, then the
 marker), collecting, and the refusals on a fresh machine."""
@@ -24,9 +24,9 @@ exit 0
 
 def _setup(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     repo = tmp_path / "repo"
-    (repo / "checks" / "e2e").mkdir(parents=True)
+    (repo / "lab" / "card").mkdir(parents=True)
     (repo / "checks" / "golden" / "h200").mkdir(parents=True)
-    shutil.copy(REPO / "checks" / "e2e" / "host.sh", repo / "checks" / "e2e" / "host.sh")
+    shutil.copy(REPO / "lab" / "card" / "host.sh", repo / "lab" / "card" / "host.sh")
     (repo / "checks" / "golden" / "README.md").write_text("goldens\n")
     standin = tmp_path / "python"
     standin.write_text(STANDIN)
@@ -43,7 +43,7 @@ def _setup(tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 def _host(repo: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", "checks/e2e/host.sh", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=120
+        ["bash", "lab/card/host.sh", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=120
     )
 
 

@@ -1,4 +1,4 @@
-"""bench/perf/targets.py: the recipe's performance targets judged from a results folder. On folders
+"""lab/perf/targets.py: the recipe's performance targets judged from a results folder. On folders
 written here, every target is met with its inputs exactly on its bound and missed with one input moved just
 past it, and an input not measured is said, never judged (the "every length" target included). The
 committed campaign's table is its evidence folder's targets.md, regenerated and quoted on
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from lab.perf import targets
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench" / "perf"))
-import targets  # noqa: E402
 
 
 def _write(folder: Path, server: str, rates: dict[int, tuple[float, float]], attention: dict | None) -> None:
@@ -118,7 +118,7 @@ def test_the_command_refuses_what_is_not_a_results_folder(tmp_path: Path, argume
     if argument == "file":
         path.write_text("{}")
     done = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "perf" / "targets.py"), str(path)],
+        [sys.executable, "-m", "lab.perf.targets", str(path)],
         capture_output=True,
         text=True,
     )

@@ -1,4 +1,4 @@
-"""bench/perf/reuse.py, the prefix-reuse stage of the perf runner, against servers in SGLang 0.5.20's shapes
+"""lab/perf/reuse.py, the prefix-reuse stage of the perf runner, against servers in SGLang 0.5.20's shapes
 with a prefix cache (checks/offline/bitexact/bx_fake_servers.py's FakeServer, whose `/flush_cache` and
 `meta_info.cached_tokens` follow SGLang's http_server.py and Req.cached_tokens): a cache of every sequence,
 one that keeps a hybrid model's state only where a match stopped, one that never hits, and none."""
@@ -6,15 +6,14 @@ one that keeps a hybrid model's state only where a match stopped, one that never
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from checkhelpers.canned_sglang import CannedSGLang
+
+from lab.perf import reuse
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "bench" / "perf"), str(REPO / "checks" / "offline")]
-import reuse  # noqa: E402
-from canned_sglang import CannedSGLang  # noqa: E402
 
 PREFIXES = (96, 200)
 
@@ -76,7 +75,7 @@ def test_a_count_that_is_none_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_perf_summary_shows_the_reuse_table(tmp_path: Path) -> None:
-    import summary
+    from lab.perf import summary
 
     found = reuse.summary([{"prefix": 2048, "trial": 0, "cold_s": 0.5, "warm_s": 0.1, "warm_cached": 2048}])
     for name in ("exact-spec-radix", "stock-spec-radix"):

@@ -1,4 +1,4 @@
-"""checks/e2e/assemble.py, the assembler of the end-to-end trees, on this machine.
+"""lab/card/assemble.py, the assembler of the end-to-end trees, on this machine.
 
 Its wheel surgery on wheels written here; its lock lookups against the real uv.lock; and `build` end to end
 on the real released wheels (sglang 0.5.20 for cp312 as `fetch` downloads it, sgl-deep-gemm 0.2.0): the
@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
-from released_wheels import REPO_ROOT, cache_dir, released_wheel
+from checkhelpers.released_wheels import REPO_ROOT, cache_dir, released_wheel
 
-sys.path.insert(0, str(REPO_ROOT / "checks" / "e2e"))
-import assemble  # noqa: E402
+from lab.card import assemble
 
 DIST_INFO = "demo-1.0.dist-info"
 

@@ -1,19 +1,18 @@
-"""bench/kernels/bench_attn_prefetch.py rewrites patch 0003's stage-1 kernel from its source; its anchors are
+"""lab/kernels/bench_attn_prefetch.py rewrites patch 0003's stage-1 kernel from its source; its anchors are
 read here from the patch itself, so that a change to the kernel shows before a device call is spent on a
 bench that would stop at its first rewrite."""
 
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 
 import pytest
+import smallm_table
+
+from lab.kernels import bench_attn_prefetch as bench
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "bench" / "kernels"), str(REPO / "checks" / "gpu")]
-import bench_attn_prefetch as bench  # noqa: E402
-import smallm_table  # noqa: E402
 
 ROWS_FILE = "python/sglang/srt/layers/attention/exact_verify_attention.py"
 

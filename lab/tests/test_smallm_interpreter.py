@@ -3,9 +3,10 @@
 No GPU here, and the H200 gets one call: this runs, before it, everything the interpreter can run. The
 route's files come straight out of the series (route_interpreter.py) into a bare tree, and the
 released triton 3.6.0 wheel (the H200's Triton) runs them with TRITON_INTERPRET=1:
-- bench/kernels/smallm_interpret.py: every sweep kernel, persistent or not, computes a @ w.T, writes nothing
-  outside its output, covers every tile, keeps rows independent of M, and falls back from TMA to pointers;
-- bench/kernels/bench_smallm_sweep.py --interpret-cpu: the sweep end to end (bits, times, fit, table,
+- `python -m lab.kernels.smallm_interpret`: every sweep kernel, persistent or not, computes a @ w.T,
+  writes nothing outside its output, covers every tile, keeps rows independent of M, and falls back
+  from TMA to pointers;
+- `python -m lab.kernels.bench_smallm_sweep --interpret-cpu`: the sweep end to end (bits, times, fit, table,
   summary), and the table it writes is one the rule check (smallm_table.evaluate) reads.
 The interpreter cannot multiply bfloat16 (triton-lang/triton#11584), so both use float16 operands of the
 same size; bf16 bits and bandwidth are the GPU's to measure. numpy is pinned to 2.2.6 for the subprocesses:
@@ -14,16 +15,11 @@ triton 3.6's interpreter calls int() on one-element arrays (its `__index__`), wh
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-import route_interpreter
-from released_wheels import REPO_ROOT
-
-LAB = REPO_ROOT / "bench" / "kernels"
-sys.path.insert(0, str(LAB))
-import smallm_table  # noqa: E402
+import smallm_table
+from checkhelpers import route_interpreter
 
 FIXTURE_NEEDS = {"interpreter_env": ("network",)}
 
@@ -34,7 +30,7 @@ def interpreter_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def test_every_sweep_kernel_computes_the_product(interpreter_env: dict[str, str]) -> None:
-    result = route_interpreter.run(interpreter_env, str(LAB / "smallm_interpret.py"))
+    result = route_interpreter.run(interpreter_env, "-m", "lab.kernels.smallm_interpret")
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-4000:]
     assert " 0 failures" in result.stdout, log[-4000:]
@@ -50,7 +46,7 @@ def test_sweep_runs_end_to_end(interpreter_env: dict[str, str], tmp_path: Path) 
     out = tmp_path / "out"
     args = ["--interpret-cpu", "4,65536", "--out", str(out), "--shapes", "80x304"]
     args += ["--candidates", ",".join(CANDIDATES), "--sweep-ms", "1,16", "--all-ms", "1,2"]
-    result = route_interpreter.run(interpreter_env, str(LAB / "bench_smallm_sweep.py"), *args)
+    result = route_interpreter.run(interpreter_env, "-m", "lab.kernels.bench_smallm_sweep", *args)
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-4000:]
     table = smallm_table.load_table(out / "smallm-sm00-4sm-0mib.json")

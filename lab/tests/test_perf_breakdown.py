@@ -1,4 +1,4 @@
-"""bench/perf/breakdown.py: kernel names sorted into GEMM / GDN / attention / rest, and per-cycle totals
+"""lab/perf/breakdown.py: kernel names sorted into GEMM / GDN / attention / rest, and per-cycle totals
 from a real torch.profiler trace (recorded here on the CPU) carrying GPU events in Kineto's schema
 (checks/offline/perf_traces.py says where each field comes from)."""
 
@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from pathlib import Path
 
-import perf_traces
 import pytest
+from checkhelpers import perf_traces
+
+from lab.perf import breakdown
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench" / "perf"))
-import breakdown  # noqa: E402
 
 # (kernel name as the profiler names it, component, label, where the name comes from)
 NAMES = [

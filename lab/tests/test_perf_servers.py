@@ -1,4 +1,4 @@
-"""The perf servers (bench/perf/perf_servers.py): the perf recipe differs from the recipe only in the model
+"""The perf servers (lab/perf/perf_servers.py): the perf recipe differs from the recipe only in the model
 paths and `--load-format dummy`; the launcher turns its variants into the servers; the runner's trees start
 them; a server's meta_info must show the speculation it was started with; a bare machine is named with the
 fix; fewer request slots are a recipe copy; the 27B goldens' commands; and every committed perf run's server
@@ -9,20 +9,17 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from exactlaunch.cli import plan
+from exactlaunch.recipe import load_recipe
+
+from lab.perf import lab_servers, perf_servers, run_errors
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 PERF = REPO / "nix" / "recipes" / "perf-27b-shape.json"
-sys.path.insert(0, str(REPO / "bench" / "perf"))
-import lab_servers  # noqa: E402
-import perf_servers  # noqa: E402
-import run_errors  # noqa: E402
-from exactlaunch.cli import plan  # noqa: E402
-from exactlaunch.recipe import load_recipe  # noqa: E402
 
 
 def _args(tmp_path: Path, **extra: object) -> argparse.Namespace:
@@ -49,8 +46,8 @@ def test_the_perf_recipe_changes_only_the_model_paths_and_the_load_format() -> N
         assert perf[key] == recipe[key], key
     assert {k: v for k, v in perf["variants"].items() if k not in ADDED_VARIANTS} == recipe["variants"]
     assert set(perf["variants"]) - set(recipe["variants"]) == ADDED_VARIANTS
-    assert perf["model"]["path"] == ".e2e/perf-27b/target"  # where bench/perf/host.sh model writes it
-    assert "bench/perf/model_27b.py .e2e/perf-27b" in (REPO / "bench" / "perf" / "host.sh").read_text()
+    assert perf["model"]["path"] == ".e2e/perf-27b/target"  # where lab/perf/host.sh model writes it
+    assert "-m lab.perf.model_27b .e2e/perf-27b" in (REPO / "lab" / "perf" / "host.sh").read_text()
 
 
 def test_the_four_servers_from_the_launcher() -> None:
@@ -153,11 +150,12 @@ def test_fewer_request_slots_are_a_recipe_copy_the_servers_start_from(tmp_path: 
 
 
 def test_the_27b_goldens_are_recorded_before_they_are_checked(tmp_path: Path) -> None:
-    """bench/perf/goldens.py's commands, parsed by bitexact's own parser: record the prompts and the long
+    """lab/perf/goldens.py's commands, parsed by bitexact's own parser: record the prompts and the long
     prompts into --recorded first; with --check, check both against the committed goldens (the card's own
     or its family's), at the golden's long lengths and with the 27B shape's tokenizer."""
-    import goldens
     from bitexact.cli import build_parser
+
+    from lab.perf import goldens
 
     args = argparse.Namespace(
         recorded=tmp_path / "rec", out=tmp_path / "out", long="16k", build_id="abc", check=True,

@@ -1,5 +1,5 @@
-"""bench/perf/model_27b.py: the 27B-shaped configs are the geometry the kernel checks assume, everything else
-is checks/e2e/tiny_model.py's; the parameter count is what transformers builds from the config; the memory
+"""lab/perf/model_27b.py: the 27B-shaped configs are the geometry the kernel checks assume, everything else
+is lab/card/tiny_model.py's; the parameter count is what transformers builds from the config; the memory
 sizing reproduces the pools of the committed e2e server logs and says the shape fits the H200."""
 
 from __future__ import annotations
@@ -12,14 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from driver_standins import H100_PCIE, H100_SXM, install_driver, nvml_env
+import smallm_plan
+from checkhelpers.driver_standins import H100_PCIE, H100_SXM, install_driver, nvml_env
+
+from lab.card import tiny_model
+from lab.perf import model_27b
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench" / "perf"))
-sys.path.insert(0, str(REPO / "checks" / "gpu"))
-import model_27b  # noqa: E402
-import smallm_plan  # noqa: E402
-import tiny_model  # noqa: E402  (on sys.path through model_27b)
 
 EVIDENCE = REPO / "docs" / "evidence" / "e2e-h200-2026-11-30" / "patched"
 
@@ -200,11 +199,11 @@ def test_cli_estimate(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def estimate_on(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """model_27b.py --estimate as a process, the product's gpuhost importable, on the card `env` shows."""
+    """`python -m lab.perf.model_27b --estimate` as a process (the product's gpuhost installed), on the
+    card `env` shows."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("BITEXACT_") and k != "LD_LIBRARY_PATH"}
-    base["PYTHONPATH"] = os.pathsep.join(str(REPO / "pkgs" / p / "src") for p in ("gpuhost", "formats"))
     return subprocess.run(
-        [sys.executable, str(REPO / "bench" / "perf" / "model_27b.py"), "--estimate"],
+        [sys.executable, "-m", "lab.perf.model_27b", "--estimate"],
         cwd=tmp_path,
         env=base | env,
         capture_output=True,
@@ -249,14 +248,15 @@ def test_a_shallower_fallback_shape(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_the_script_runs_on_its_own(tmp_path: Path) -> None:
-    """As bench/perf/host.sh runs it: a fresh Python, nothing on sys.path but what the script adds itself
-    (an import path left behind by a file move once failed only on the GPU host)."""
+    """As lab/perf/host.sh runs it: a fresh Python, `python -m lab.perf.model_27b` from the repository
+    root, no PYTHONPATH (an import path left behind by a file move once failed only on the GPU host)."""
     import subprocess
 
     done = subprocess.run(
         [
             sys.executable,
-            str(REPO / "bench" / "perf" / "model_27b.py"),
+            "-m",
+            "lab.perf.model_27b",
             str(tmp_path / "m"),
             "--layers",
             "4",
@@ -264,6 +264,7 @@ def test_the_script_runs_on_its_own(tmp_path: Path) -> None:
             "h200",
         ],
         cwd=REPO,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
         capture_output=True,
         text=True,
     )

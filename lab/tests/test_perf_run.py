@@ -1,4 +1,4 @@
-"""The perf lab's measuring, packing and reporting (bench/perf/run.py and the modules it drives): the
+"""The perf lab's measuring, packing and reporting (lab/perf/run.py and the modules it drives): the
 stages drive SGLang's profiling endpoints (stages.py), `bitexact bench` runs against an SGLang-shaped
 server, `measure` skips what exists and stops before running out of time (measure.py), the results are
 packed within the device tool's limits (pack.py) and the tables are built from them (summary.py). The
@@ -14,7 +14,6 @@ import argparse
 import ast
 import gzip
 import json
-import sys
 import tarfile
 import threading
 import time
@@ -22,21 +21,23 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import perf_traces
 import pytest
+from checkhelpers import perf_traces
+
+from lab.perf import (
+    breakdown,
+    lab_servers,
+    pack,
+    perf_servers,
+    prefill,
+    results_layout,
+    run,
+    run_errors,
+    stages,
+    summary,
+)
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench" / "perf"))
-import breakdown  # noqa: E402
-import lab_servers  # noqa: E402
-import pack  # noqa: E402
-import perf_servers  # noqa: E402
-import prefill  # noqa: E402
-import results_layout  # noqa: E402
-import run  # noqa: E402
-import run_errors  # noqa: E402
-import stages  # noqa: E402
-import summary  # noqa: E402
 
 
 class StandIn:
@@ -205,7 +206,7 @@ def test_prefill_profile_records_one_whole_request_with_shapes(tmp_path: Path) -
 
 
 def _results(tmp_path: Path, spec_trace: dict[str, Any]) -> Path:
-    from breakdown import analyse
+    from lab.perf.breakdown import analyse
 
     results = tmp_path / "results"
     stock_iteration = [
@@ -258,9 +259,8 @@ def _results(tmp_path: Path, spec_trace: dict[str, Any]) -> Path:
 def test_bench_runs_bitexact_against_an_sglang_shaped_server(tmp_path: Path) -> None:
     """The bench stage's command line, run for real by bitexact against bitexact's own SGLang stand-in
     (checks/offline/bitexact/bx_fake_servers.py, a tiny transformers model behind SGLang's HTTP shapes)."""
-    sys.path.insert(0, str(REPO / "checks" / "offline" / "bitexact"))
-    from bx_fake_servers import Backend, FakeServer
-    from bx_tiny_models import make_model
+    from checkhelpers.bx_fake_servers import Backend, FakeServer
+    from checkhelpers.bx_tiny_models import make_model
 
     model = make_model(tmp_path / "tiny", layers=1, hidden=32, seed=0)
     args = _args(tmp_path, lengths="40,60", new_tokens=4, warmup=0, tokenizer="bytes", runs=3)
@@ -380,7 +380,7 @@ def _function(source: str, name: str) -> str:
 @pytest.mark.network  # the released wheel, downloaded on first use
 def test_the_sglang_facts_the_runner_relies_on() -> None:
     """Read in the released sglang 0.5.20 wheel: what the runner sends and what it expects back."""
-    from released_wheels import unpacked_wheel
+    from checkhelpers.released_wheels import unpacked_wheel
 
     srt = unpacked_wheel("sglang", "0.5.20") / "sglang" / "srt"
     # SGLANG_SIMULATE_ACC_LEN: a float, off below 0; match-expected gives an integer length exactly.

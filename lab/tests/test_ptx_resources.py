@@ -1,4 +1,4 @@
-"""bench/kernels/ptx_resources.py compiles patch 0003's rows kernel for a card on this CPU with the released
+"""lab/kernels/ptx_resources.py compiles patch 0003's rows kernel for a card on this CPU with the released
 Triton 3.6.0 wheel's own ptxas (the H200 host's Triton): the verify rows as shipped and the free draft
 plan and plain decode's one-row launch compile for sm_90 (the H200) and sm_120 (the recipe's RTX PRO 6000
 Blackwell, ptxas-blackwell), and the tool reads their registers and spills from the cubin and counts the
@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from released_wheels import unpacked_wheel
-from sglang_series import SERIES
-from test_gdn_snapshot_interpreter import _tree
+from checkhelpers.released_wheels import unpacked_wheel
+from checkhelpers.sglang_series import SERIES, apply_series
 
 FIXTURE_NEEDS = {"compile_env": ("network",)}
-TOOL = Path(__file__).resolve().parents[2] / "bench" / "kernels" / "ptx_resources.py"
+TOOL = ["-m", "lab.kernels.ptx_resources"]
 PLANS = [
     "verify shipped: 32 rows, 8 warps",
     "decode: one row, 16-row tile, 4 warps",
@@ -26,6 +26,14 @@ PLANS = [
     "draft free: 32 rows, KV 32, 8 warps",
 ]
 STAGED = "decode: one row, 16-row tile, 4 warps, tile loop at 3 stages (H200)"
+
+
+def _tree(root: Path, patches: list[Path]) -> Path:
+    """The released sglang package, whole (fla's kernels import its utilities), with `patches` applied."""
+    shutil.copytree(unpacked_wheel("sglang", "0.5.20") / "sglang", root / "sglang", symlinks=True)
+    apply_series(root, patches)
+    (root / "sglang" / "__init__.py").write_text("")  # the release's imports all of SGLang
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +55,7 @@ def test_the_rows_kernel_compiles_for_the_card(
     compile_env: dict[str, str], arch: int, tmp_path: Path
 ) -> None:  # noqa: E501
     out = tmp_path / "found.json"
-    args = [sys.executable, str(TOOL), "--arch", str(arch), "--json", str(out)]
+    args = [sys.executable, *TOOL, "--arch", str(arch), "--json", str(out)]
     for plan in PLANS:
         args += ["--plan", plan]
     result = subprocess.run(args, env=compile_env, capture_output=True, text=True, timeout=600)
@@ -69,5 +77,5 @@ def test_the_rows_kernel_compiles_for_the_card(
 
 def test_an_interpreter_environment_is_refused(compile_env: dict[str, str]) -> None:
     env = {**compile_env, "TRITON_INTERPRET": "1"}
-    result = subprocess.run([sys.executable, str(TOOL)], env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, *TOOL], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "unset TRITON_INTERPRET" in result.stderr

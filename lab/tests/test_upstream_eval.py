@@ -1,4 +1,4 @@
-"""bench/upstream_eval's parts that run without the upstream snapshots: each assertion over derivations
+"""lab/upstream_eval's parts that run without the upstream snapshots: each assertion over derivations
 as `nix derivation show` prints them (passing on the shape the fixed flake has, failing on the shape
 81aebf1 had), and the evaluation-only pin set, which nix/lib must find complete (so that no output can
 evaluate as a `*-needs-pins` stand-in). The evaluation itself is hand-run (docs/verification.md)."""
@@ -8,18 +8,16 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench" / "upstream_eval"))
+from lab.upstream_eval import assertions as check
+from lab.upstream_eval import workspace
+from lab.upstream_eval.nixcli import config
 
-import assertions as check  # noqa: E402
-import workspace  # noqa: E402
-from nixcli import config  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 SITE = "lib/python3.12/site-packages"
 VENV = "/nix/store/v-bitexact-server-venv"

@@ -1,4 +1,4 @@
-"""checks/e2e/reference_digests.py on the card's real goldens (checks/golden/h200, recorded on the H200):
+"""lab/card/reference_digests.py on the card's real goldens (checks/golden/h200, recorded on the H200):
 the digests it writes are the ones bitexact stored in the record at record time, and a record whose
 values were edited after recording is refused rather than digested."""
 
@@ -12,12 +12,12 @@ from pathlib import Path
 from bitexact.golden import record_digest
 
 REPO = Path(__file__).resolve().parents[2]
-TOOL = REPO / "checks" / "e2e" / "reference_digests.py"
+TOOL = ["-m", "lab.card.reference_digests"]
 GOLDEN = REPO / "checks" / "golden" / "h200" / "e2e-tiny-hybrid-long.json"
 
 
 def _run(path: Path) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, str(TOOL), str(path), "--note", "a test"]
+    cmd = [sys.executable, *TOOL, str(path), "--note", "a test"]
     return subprocess.run(cmd, capture_output=True, text=True, check=False)
 
 
