@@ -24,6 +24,7 @@ SKIPPED = ("docs/evidence/", ".cache/", ".venv/")  # recorded results and local 
 PACKAGE_ROOTS = ("pkgs/*/src", "images/*/src")
 PRODUCT = ("pkgs/", "images/", "nix/")
 LAB_AND_TEST_HELPERS = ("lab/", "checks/offline/")
+LAB_PACKAGE = "lab"  # the lab's import package, lab/ itself (run as `python -m lab.<folder>.<module>`)
 
 
 def rel(root: Path, path: Path) -> str:
@@ -373,7 +374,7 @@ class Graph:
     def product_imports_of_lab(self) -> list[str]:
         """Imports from the product (PRODUCT) that reach the lab or the test helpers
         (LAB_AND_TEST_HELPERS): an edge into them, or an import that names no file of the product but
-        does name one of theirs (a module that counts on someone's PYTHONPATH)."""
+        does name one of theirs (a module that counts on someone's PYTHONPATH), or the lab's package."""
         lab = self.flat_modules(LAB_AND_TEST_HELPERS)
         bad = []
         for f in self.files:
@@ -384,7 +385,9 @@ class Graph:
                 if rel(self.root, target).startswith(LAB_AND_TEST_HELPERS):
                     bad.append(f"{name} imports {rel(self.root, target)}")
             for module in sorted(self.unresolved[f]):
-                if module in lab:
+                if module == LAB_PACKAGE:
+                    bad.append(f"{name} imports {module}, the lab's package (lab/)")
+                elif module in lab:
                     bad.append(f"{name} imports {module}, which only {', '.join(lab[module])} provides")
         return bad
 

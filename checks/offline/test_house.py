@@ -173,17 +173,21 @@ def test_a_product_import_of_the_lab_or_the_test_helpers_is_named(tmp_path: Path
             "pkgs/p/src/pp/other.py": "import json\n",
             "pkgs/p/src/pp/lab_user.py": (
                 "import sys\nfrom pathlib import Path\n"
-                'sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "bench" / "perf"))\n'
+                'sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "lab" / "perf"))\n'
                 "import perf_model\n"
             ),
+            "pkgs/p/src/pp/lab_package_user.py": "def f():\n    from lab.perf import perf_model\n",
             "images/e/src/ent/main.py": "import canned_helper\n",
-            "bench/perf/perf_model.py": "",
+            "lab/__init__.py": "",
+            "lab/perf/__init__.py": "",
+            "lab/perf/perf_model.py": "",
             "checks/offline/canned_helper.py": "",
         },
     )
     assert graph_of(tmp_path).product_imports_of_lab() == [
         "images/e/src/ent/main.py imports canned_helper, which only checks/offline/canned_helper.py provides",
-        "pkgs/p/src/pp/lab_user.py imports bench/perf/perf_model.py",
+        "pkgs/p/src/pp/lab_package_user.py imports lab, the lab's package (lab/)",
+        "pkgs/p/src/pp/lab_user.py imports lab/perf/perf_model.py",
     ]
 
 

@@ -58,7 +58,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--compile-workers", type=int, default=-1, help="processes that precompile (-1: auto, 0: none)"
     )
     p.add_argument("--compile-only", default=None, help=argparse.SUPPRESS)  # worker mode: kernel ids
-    # Test mode (checks/offline/test_smallm_interpreter.py): Triton's interpreter on a CPU, wall-clock times,
+    # Test mode (lab/tests/test_smallm_interpreter.py): Triton's interpreter on a CPU, wall-clock times,
     # this many SMs and this L2 size; proves the script's plumbing, measures nothing.
     p.add_argument("--interpret-cpu", default=None, metavar="SMS,L2_BYTES", help=argparse.SUPPRESS)
     return p.parse_args(argv)

@@ -1,6 +1,6 @@
 """The exact GEMM sweep's table: its format, the rule's evaluation on it, and the fit (pure Python).
 
-`lab/kernels/bench_exact_gemm.py` writes one table per card (`table_name`: compute capability, SM count,
+`bench/kernels/bench_exact_gemm.py` writes one table per card (`table_name`: compute capability, SM count,
 L2 size) and `checks/offline/test_exact_gemm_tiles.py` holds patch 0005's rule (`exact_gemm_tiles.choose`,
 read from the patch) to every committed table under `docs/evidence/exact-gemm-*/`, without a GPU.
 
@@ -253,7 +253,7 @@ def with_rule(patch_text: str, rule: dict, source: str, config_keys: tuple[str, 
 def rule_source(table: dict, table_path: Path) -> str:
     device = table["device"]
     return (
-        f"fitted by lab/kernels/exact_gemm_table.py to {table_path.name} ({device['name']}, "
+        f"fitted by bench/kernels/exact_gemm_table.py to {table_path.name} ({device['name']}, "
         f"{device['sm_count']} SMs, {device['l2_bytes'] >> 20} MiB L2, {table.get('date', 'undated')})"
     )
 
@@ -267,7 +267,7 @@ def main(argv: list[str]) -> int:
         return 0
     if len(argv) not in (2, 3) or argv[0] != "set-rule":
         print(
-            "usage: python -m lab.kernels.exact_gemm_table "
+            "usage: python bench/kernels/exact_gemm_table.py "
             "{set-rule TABLE.json [PATCH] | summary TABLE.json}",
             file=sys.stderr,
         )

@@ -1,7 +1,7 @@
 """Run every small-M sweep kernel under Triton's interpreter on a CPU and check what it computes.
 
 Usage: TRITON_INTERPRET=1 BITEXACT_SGLANG_TREE=<tree with the route> python -m lab.kernels.smallm_interpret
-(checks/offline/test_smallm_interpreter.py runs it with the released triton 3.6.0 wheel). Exit 0 when every
+(lab/tests/test_smallm_interpreter.py runs it with the released triton 3.6.0 wheel). Exit 0 when every
 check holds; otherwise each failure is printed and the exit code is 1.
 
 The interpreter cannot multiply bfloat16 (it keeps bf16 as uint16 bit patterns and `tl.dot` multiplies those;

@@ -1,6 +1,6 @@
 """The small-M sweep's table: its format, the rule it is checked against, and the fit (pure Python).
 
-`lab/kernels/bench_smallm_sweep.py` writes one table per card (`table_name`: keyed by compute capability, SM
+`bench/kernels/bench_smallm_sweep.py` writes one table per card (`table_name`: keyed by compute capability, SM
 count and L2 size, never the card's name) and `checks/offline/test_smallm_tiles.py` checks the route's rule
 (`small_m_tiles.choose`, read from patch 0004) against every committed table under `docs/evidence/smallm-*/`,
 without a GPU.
@@ -418,7 +418,7 @@ def main(argv: list[str]) -> int:
         return 0
     if len(argv) not in (2, 3) or argv[0] != "set-rule":
         print(
-            "usage: python -m lab.kernels.smallm_table {set-rule TABLE.json [PATCH] | report TABLE.json}",
+            "usage: python bench/kernels/smallm_table.py {set-rule TABLE.json [PATCH] | report TABLE.json}",
             file=sys.stderr,
         )
         return 2
@@ -433,7 +433,7 @@ def main(argv: list[str]) -> int:
         return 2
     device = table["device"]
     source = (
-        f"fitted by lab/kernels/smallm_table.py to {table_path.name} ({device['name']}, "
+        f"fitted by bench/kernels/smallm_table.py to {table_path.name} ({device['name']}, "
         f"{device['sm_count']} SMs, {device['l2_bytes'] >> 20} MiB L2, {table.get('date', 'undated')})"
     )
     patch.write_text(with_rule(patch.read_text(), rule, source))

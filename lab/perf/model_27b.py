@@ -28,7 +28,7 @@ vocabulary with tokens that no merge produces, so every id the random model emit
 
 `memory()` estimates what SGLang 0.5.20 allocates at `--mem-fraction-static 0.88`, following its own
 sizing (`mem_cache/kv_cache_configurator.py`: `_profile_available_bytes`, `_handle_max_mamba_cache`;
-`configs/mamba_utils.py`: `mamba_cache_per_req`); checks/offline/test_perf_model.py checks the formula
+`configs/mamba_utils.py`: `mamba_cache_per_req`); lab/tests/test_perf_model.py checks the formula
 against the pool sizes of the committed e2e server logs.
 
 Usage (on the GPU host; here with --card SLUG):

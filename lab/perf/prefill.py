@@ -6,7 +6,7 @@ Input: a torch profiler trace of one whole prefill (lab/perf/run.py records it: 
 
 GEMM shapes come from the CPU side. With `record_shapes` each ATen op event (category `cpu_op`) carries
 `args["Input Dims"]` (torch's profiler_kineto.cpp; seen in a real CPU trace by
-checks/offline/test_perf_prefill.py). A GEMM kernel is put under the innermost matrix-product op that
+lab/tests/test_perf_prefill.py). A GEMM kernel is put under the innermost matrix-product op that
 encloses its launch on the launching thread: stock's cuBLAS kernels under `aten::addmm`/`aten::mm`,
 and the exact route's Triton kernels too, since SGLang's batch-invariant mode registers its Triton
 matmul as the CUDA implementation of `aten::mm`/`aten::addmm` (0.5.20

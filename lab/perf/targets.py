@@ -5,7 +5,7 @@ inputs were not measured says so and is neither met nor missed.
     python -m lab.perf.targets RESULTS [--markdown FILE]
 
 The table is what docs/performance.md holds under "Against the issue's targets"
-(checks/offline/test_perf_targets.py re-derives it from the committed results).
+(lab/tests/test_perf_targets.py re-derives it from the committed results).
 """
 
 from __future__ import annotations
