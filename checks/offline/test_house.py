@@ -142,10 +142,10 @@ def test_a_circle_through_a_folder_a_sys_path_edit_names_is_found(tmp_path: Path
         {
             "checks/offline/conftest.py": (
                 "import sys\nfrom pathlib import Path\n"
-                'sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "perf"))\n'
+                'sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lab" / "perf"))\n'
             ),
             "checks/offline/test_x.py": "import lab_run\n",
-            "bench/perf/lab_run.py": (
+            "lab/perf/lab_run.py": (
                 "import sys\nfrom pathlib import Path\n"
                 "REPO = Path(__file__).resolve().parents[2]\n"
                 'sys.path[:0] = [str(REPO / "checks" / "offline")]\n'
@@ -153,15 +153,15 @@ def test_a_circle_through_a_folder_a_sys_path_edit_names_is_found(tmp_path: Path
             ),
         },
     )
-    assert graph_of(tmp_path).cycles() == [["bench/perf/lab_run.py", "checks/offline/test_x.py"]]
+    assert graph_of(tmp_path).cycles() == [["checks/offline/test_x.py", "lab/perf/lab_run.py"]]
 
 
 def test_a_module_over_the_limit_is_named(tmp_path: Path) -> None:
     plant(
         tmp_path,
-        {"bench/long.py": "x = 1\n" * 701, "bench/full.py": "x = 1\n" * 700, ".venv/big.py": "x\n" * 900},
+        {"lab/long.py": "x = 1\n" * 701, "lab/full.py": "x = 1\n" * 700, ".venv/big.py": "x\n" * 900},
     )
-    assert house.long_modules(tmp_path, house.python_files(tmp_path)) == ["bench/long.py: 701 lines"]
+    assert house.long_modules(tmp_path, house.python_files(tmp_path)) == ["lab/long.py: 701 lines"]
 
 
 def test_a_product_import_of_the_lab_or_the_test_helpers_is_named(tmp_path: Path) -> None:
@@ -191,32 +191,32 @@ def test_a_product_import_of_the_lab_or_the_test_helpers_is_named(tmp_path: Path
     ]
 
 
-LAYOUT = "# R\n\n## Layout\n\n```text\nbench/     the lab\ndocs/      pages\n```\n"
+LAYOUT = "# R\n\n## Layout\n\n```text\nlab/     the lab\ndocs/      pages\n```\n"
 
 
 def test_a_readme_layout_that_lacks_or_invents_a_folder_is_named() -> None:
-    assert house.layout_problems(LAYOUT, {"bench", "docs"}) == []
-    assert house.layout_problems(LAYOUT, {"bench", "docs", "pkgs"}) == ["README's layout does not name pkgs/"]
-    assert house.layout_problems(LAYOUT, {"bench"}) == [
+    assert house.layout_problems(LAYOUT, {"lab", "docs"}) == []
+    assert house.layout_problems(LAYOUT, {"lab", "docs", "pkgs"}) == ["README's layout does not name pkgs/"]
+    assert house.layout_problems(LAYOUT, {"lab"}) == [
         "README's layout names docs/, which the repository has not"
     ]
     with pytest.raises(AssertionError, match="no ```text block under '## Layout'"):
-        house.layout_problems("# R\n", {"bench"})
+        house.layout_problems("# R\n", {"lab"})
 
 
 def test_a_new_sys_path_edit_fails_and_a_removed_one_leaves_the_list(tmp_path: Path) -> None:
     plant(
         tmp_path,
         {
-            "bench/a.py": "import sys\nsys.path.append('x')\n",
-            "bench/b.py": "import sys\n\ndef f():\n    sys.path[:0] = ['y']\n",
-            "bench/c.py": "import sys\nprint(sys.path)\ncode = 'import sys; sys.path.insert(0, 1)'\n",
+            "lab/a.py": "import sys\nsys.path.append('x')\n",
+            "lab/b.py": "import sys\n\ndef f():\n    sys.path[:0] = ['y']\n",
+            "lab/c.py": "import sys\nprint(sys.path)\ncode = 'import sys; sys.path.insert(0, 1)'\n",
             "checks/offline/d.py": "import sys\nsys.path.insert(0, 'z')\n",
         },
     )
     editors = house.sys_path_editors(tmp_path, house.python_files(tmp_path))
-    assert editors == {"bench/a.py", "bench/b.py", "checks/offline/d.py"}
-    assert house.path_edit_problems(editors, {"bench/a.py", "bench/b.py", "bench/c.py"}) == [
+    assert editors == {"lab/a.py", "lab/b.py", "checks/offline/d.py"}
+    assert house.path_edit_problems(editors, {"lab/a.py", "lab/b.py", "lab/c.py"}) == [
         "checks/offline/d.py edits sys.path: import what it needs as an installed package",
-        "bench/c.py no longer edits sys.path: take it off the list",
+        "lab/c.py no longer edits sys.path: take it off the list",
     ]
