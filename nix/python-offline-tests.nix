@@ -1,6 +1,7 @@
 # The offline suite's tests that need neither network nor Nix (checks/offline/sandbox_selection.py,
-# markers in checks/conftest.py), run with nixpkgs' Python as a CPU flake check. The source and the
-# package list are builtins-only, so checks/offline/test_sandbox_selection.py evaluates them with the
+# markers in checks/conftest.py), run with nixpkgs' Python as a CPU flake check, in an environment of
+# nixpkgs' packages and the repository's own projects built as packages. The source and the package
+# lists are builtins-only, so checks/offline/test_sandbox_selection.py evaluates them with the
 # real Nix and runs the selection over exactly this source, without network and without Nix.
 let
   # The pages (README.md, docs/*.md) and, of each evidence folder, its claims.json and its results.md
@@ -58,6 +59,53 @@ let
     name = "python-offline-tests-source";
     inherit include;
   };
+  # The repository's own projects, each a Python package built from its folder by the one local-package
+  # function (./local-python-package.nix), as checks/offline/run.sh installs them: the tests import them
+  # installed, never from the source tree. Folders relative to the repository root.
+  localProjects = [
+    "pkgs/formats"
+    "pkgs/gpuhost"
+    "pkgs/bitexact"
+    "pkgs/server"
+    "pkgs/lock"
+    "pkgs/gpu-checks"
+    "images/entrypoint"
+    "checks/gpu"
+  ]
+  # The offline tests' helpers (package checkhelpers), from the branch that makes them a project.
+  ++ (if builtins.pathExists ../checks/offline/pyproject.toml then [ "checks/offline" ] else [ ]);
+  # What each project's build reads, where it is not pyproject.toml and src/ (nor the listed flat modules).
+  projectFiles = {
+    "checks/offline" = [
+      "pyproject.toml"
+      "checkhelpers"
+    ];
+  };
+  project =
+    folder:
+    import ./local-python-package.nix {
+      root = ../. + "/${folder}";
+      files = projectFiles.${folder} or null;
+    };
+  # The local projects built in the package set `ps`, by project name (each one's dependencies on another
+  # come from this set, the rest from `ps`).
+  localPackages =
+    ps:
+    let
+      built = builtins.listToAttrs (
+        map (
+          folder:
+          let
+            p = project folder;
+          in
+          {
+            name = p.pname;
+            value = p.nixpkgs ps built { };
+          }
+        ) localProjects
+      );
+    in
+    built;
   # python3Packages attributes: every third-party module the source imports (the offline test checks
   # this list against the imports), torch as nixpkgs builds it without cudaSupport (CPU).
   pythonPackages = [
@@ -76,7 +124,13 @@ let
   ];
 in
 {
-  inherit source include pythonPackages;
+  inherit
+    source
+    include
+    pythonPackages
+    localProjects
+    localPackages
+    ;
 
   check =
     {
@@ -90,7 +144,9 @@ in
         # of checks/offline/driver_standins.py are compiled) come with stdenv. The lab (lab/) and its tests
         # are not in the source: the flake checks the product.
         nativeBuildInputs = [
-          (python3.withPackages (ps: map (name: ps.${name}) pythonPackages))
+          (python3.withPackages (
+            ps: map (name: ps.${name}) pythonPackages ++ builtins.attrValues (localPackages ps)
+          ))
           git
         ];
       }

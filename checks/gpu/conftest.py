@@ -11,14 +11,10 @@ selected test that skips.
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import sglang_tree  # noqa: E402
+import sglang_tree
 
 
 def gpu_skip_reason() -> str | None:

@@ -6,7 +6,8 @@ Run on the lent H200 (torch 2.11 + CUDA 13, triton 3.6; no network, so nvidia-ml
 carried from here). From the repository root on the workstation:
 
     python3 -m pip download --no-deps --dest .whl nvidia-ml-py==13.610.43
-    # then on the device machine, with carry [".whl"]:
+    # then on the device machine, with carry [".whl"]: gpuhost and exactformats installed, then the probe
+    /opt/torch/.venv/bin/python3 -m pip install --no-deps --no-build-isolation ./pkgs/formats ./pkgs/gpuhost
     /opt/torch/.venv/bin/python3 checks/gpu/driver_discovery_probe.py --out "$OUT" \\
         --wheel .whl/nvidia_ml_py-13.610.43-py3-none-any.whl
 
@@ -43,10 +44,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "pkgs" / p / "src") for p in ("gpuhost", "formats")]
-
-from gpuhost.driver import DRIVER_FILE, OVERRIDE_VAR, driver_environment, find_driver  # noqa: E402
+import exactformats
+import gpuhost
+from gpuhost.driver import DRIVER_FILE, OVERRIDE_VAR, driver_environment, find_driver
 
 CHILD = r"""
 import json, os, sys
@@ -150,10 +150,11 @@ def main() -> int:
     report["copy"] = {"directory": str(copy), "files": sorted(os.listdir(copy))}
     print(f"copied {len(report['copy']['files'])} driver files into {copy}")
 
-    # The venv's packages by path too: a Python started through the loader may not see its venv.
+    # The venv's packages by path too: a Python started through the loader may not see its venv, nor an
+    # editable install's finder; so the folders that hold gpuhost and exactformats, wherever installed.
     import sysconfig
 
-    pythonpath = [str(REPO / "pkgs" / p / "src") for p in ("gpuhost", "formats")]
+    pythonpath = [str(Path(m.__file__).resolve().parents[1]) for m in (gpuhost, exactformats)]
     pythonpath.append(sysconfig.get_paths()["purelib"])
     if args.wheel:
         pythonpath.append(str(args.wheel.resolve()))

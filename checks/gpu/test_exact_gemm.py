@@ -264,12 +264,13 @@ def test_route_applies_only_where_proven(mods, monkeypatch: pytest.MonkeyPatch) 
         mods.eg.exact_gemm_applies(a, b, torch.bfloat16)
 
 
+# Run with `python -c` in this folder: Python puts the working directory first on the path, so
+# sglang_tree imports from beside this file as the installed harness would.
 STOCK_PROBE = """
 import sys
-sys.path.insert(0, sys.argv[1])
 import sglang_tree
 from pathlib import Path
-sglang_tree._mount(Path(sys.argv[2]))  # the released tree: no marker, no manifest
+sglang_tree._mount(Path(sys.argv[1]))  # the released tree: no marker, no manifest
 import torch
 from sglang.srt.batch_invariant_ops import batch_invariant_ops as bio
 a = torch.randn((8, 5120), device="cuda").to(torch.bfloat16)
@@ -292,12 +293,12 @@ if STOCK_TREE:
     def test_stock_matmul_persistent_never_routes() -> None:
         env = {**os.environ, "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
         env.pop("BITEXACT_SGLANG_TREE", None)
-        here = str(Path(__file__).resolve().parent)
         done = subprocess.run(
-            [sys.executable, "-c", STOCK_PROBE, here, str(STOCK_TREE)],
+            [sys.executable, "-c", STOCK_PROBE, str(STOCK_TREE)],
             capture_output=True,
             text=True,
             env=env,
+            cwd=Path(__file__).resolve().parent,
         )
         assert done.returncode == 0, done.stderr[-3000:]
         kernels = next(line for line in done.stdout.splitlines() if line.startswith("KERNELS"))

@@ -1,5 +1,5 @@
 """Patch 0005's tile rule (exact_gemm_tiles.py, read straight out of the patch) and the lab's table tools
-(bench/kernels/exact_gemm_table.py): the rule's choices, its config checks, the fit and the write-back into
+(checks/gpu/exact_gemm_table.py): the rule's choices, its config checks, the fit and the write-back into
 the patch, and the shipped rule against every committed H200 sweep table (docs/evidence/exact-gemm-*/)."""
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def test_set_rule_writes_the_fit_into_a_copy_of_patch_0005(tmp_path: Path) -> No
     written = exact_gemm_table.load_tiles_module(patch)
     assert written.RULE == exact_gemm_table.fit(_synthetic(), TILES)
     assert written.RULE_SOURCE.startswith(
-        "fitted by bench/kernels/exact_gemm_table.py to exact-gemm-sm90-4sm-0mib.json"
+        "fitted by checks/gpu/exact_gemm_table.py to exact-gemm-sm90-4sm-0mib.json"
     )
     # the rest of the patch is untouched, and writing the same rule again moves no byte
     again = exact_gemm_table.with_rule(

@@ -115,6 +115,21 @@ def test_a_feature_the_runner_does_not_probe_is_a_usage_error(tmp_path: Path) ->
     assert "names no feature the runner probes (deepgemm-runs)" in log
 
 
+def test_the_checks_import_the_flat_modules_beside_them(tmp_path: Path) -> None:
+    """pytest (--import-mode=prepend) puts the copy's folder on the path: conftest.py and the tests import a
+    module beside them that is installed nowhere, with no PYTHONPATH naming the folder."""
+    folder = checks_dir(
+        tmp_path, "import beside_harness\n\ndef test_beside():\n    assert beside_harness.VALUE == 7\n"
+    )
+    (folder / "conftest.py").write_text("import beside_harness\n\n" + CONFTEST)
+    (folder / "beside_harness.py").write_text("VALUE = 7\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    entry = kernels.run(checks=folder, python=[sys.executable], env=env, host=host(), out=tmp_path / "out")
+    assert entry["exit"] == 0 and (entry["selected"], entry["passed"]) == (1, 1), entry
+    argv = (tmp_path / "out" / "pytest.log").read_text().splitlines()[0]
+    assert "--import-mode=prepend" in argv
+
+
 def test_the_kernel_checks_collect_from_a_copy_outside_the_checkout(tmp_path: Path) -> None:
     """checks/gpu copied where no patches/ or pkgs/ lies beside it: every file collects (nothing reads a
     path relative to the checkout), the declared checks are left out by their reasons, and the rest, which
@@ -132,6 +147,10 @@ def test_the_kernel_checks_collect_from_a_copy_outside_the_checkout(tmp_path: Pa
     )
     report = (tmp_path / "out" / "selection-report.json").read_text()
     assert '"collection_errors": []' in report
+    # Every test file of checks/gpu collected: each names at least one test in the phase's junit report.
+    junit = (tmp_path / "out" / "junit.xml").read_text()
+    files = sorted(p.stem for p in outside.glob("test_*.py"))
+    assert len(files) >= 6 and [f for f in files if f'classname="{f}"' not in junit] == []
     assert entry["exit"] == 2 and entry["skipped"] == entry["selected"] > 200
     reasons = set(entry["left_out"].values())
     assert any(r.startswith("needs host feature deepgemm-runs") for r in reasons)

@@ -20,9 +20,6 @@ REPO = Path(__file__).resolve().parents[2]
 # The files that edit sys.path today: the lab's move to installed packages removes these edits, and each
 # file leaves this list when its edit goes. No file joins it.
 SYS_PATH_EDITS_TO_REMOVE = {
-    "lab/kernels/exact_gemm_table.py",
-    "checks/gpu/conftest.py",
-    "checks/gpu/driver_discovery_probe.py",
     "checks/offline/attn_rows_interpret.py",
     "checks/offline/bitexact/bx_fuzz_run.py",
     "checks/offline/bitexact/conftest.py",

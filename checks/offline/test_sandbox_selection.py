@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -92,10 +93,15 @@ def test_source_subset_refuses_a_missing_or_empty_include(tmp_path: Path) -> Non
 def test_the_check_is_a_sandboxed_build_of_the_selection() -> None:
     """The derivation as nixpkgs would get it, from recording doubles of runCommand, python3 and git:
     no fixed output (which would let the build reach the network), HOME in the build directory, the
-    selection script run from the filtered source, git on PATH, the listed python3Packages."""
+    selection script run from the filtered source, git on PATH, the listed python3Packages and each local
+    project built by buildPythonPackage with the dependencies its pyproject.toml names (another local
+    project's package, else nixpkgs')."""
     got = nix_eval(
         "let check = " + CHECK + "; "
-        'ps = builtins.listToAttrs (map (n: { name = n; value = "py-" + n; }) check.pythonPackages); '
+        'ps = builtins.listToAttrs (map (n: { name = n; value = "py-" + n; }) check.pythonPackages) // { '
+        'setuptools = "py-setuptools"; '
+        "buildPythonPackage = a: { local = a.pname; deps = map (d: d.local or d) a.dependencies; "
+        "build = a.build-system; src = toString a.src; }; }; "
         "doubles = { "
         "runCommand = name: env: script: env // { inherit name script; }; "
         "python3.withPackages = f: { env = f ps; }; "
@@ -113,7 +119,29 @@ def test_the_check_is_a_sandboxed_build_of_the_selection() -> None:
     assert f"cd {got['src']}\n" in script
     assert "python checks/offline/sandbox_selection.py" in script and "set -o pipefail" in script
     assert got["tools"] == ["/fake-store/git"]
-    assert sorted(got["python"]) == sorted(f"py-{n}" for n in nix_eval(f"{CHECK}.pythonPackages"))
+    listed = [p for p in got["python"] if isinstance(p, str)]
+    assert sorted(listed) == sorted(f"py-{n}" for n in nix_eval(f"{CHECK}.pythonPackages"))
+    local = {p["local"]: p for p in got["python"] if isinstance(p, dict)}
+    projects = [project_of(folder) for folder in nix_eval(f"{CHECK}.localProjects")]
+    names = {project["name"] for project in projects}
+    assert sorted(local) == sorted(names) and "bitexact-kernel-harness" in names
+    for project in projects:
+        built = local[project["name"]]
+        deps = [d if d in names else f"py-{d}" for d in project["dependencies"]]
+        assert (built["deps"], built["build"]) == (deps, ["py-setuptools"]), project["name"]
+        assert built["src"].endswith(f"-{project['name']}-source"), built["src"]
+
+
+def project_of(folder: str) -> dict[str, Any]:
+    return tomllib.loads((REPO / folder / "pyproject.toml").read_text())["project"]
+
+
+def test_the_check_holds_the_projects_that_run_sh_installs() -> None:
+    """The flake check's local packages are the projects checks/offline/run.sh installs (pip -e), so the
+    tests import the same packages in both."""
+    loop = re.search(r"^for project in (.+); do$", (REPO / "checks" / "offline" / "run.sh").read_text(), re.M)
+    assert loop is not None, "run.sh has no `for project in ...; do` install loop"
+    assert nix_eval(f"{CHECK}.localProjects") == loop.group(1).split()
 
 
 def test_cpu_checks_holds_the_check() -> None:

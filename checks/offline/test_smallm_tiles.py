@@ -193,7 +193,7 @@ def test_set_rule_writes_the_fitted_rule_into_patch_0004(
     tiles = smallm_table.load_tiles_module(patch)
     assert tiles.RULE == smallm_table.fit_rule(table, TILES.check_config, TILES.is_small)
     assert tiles.RULE_SOURCE.startswith(
-        "fitted by bench/kernels/smallm_table.py to smallm-sm90-132sm-60mib.json"
+        "fitted by checks/gpu/smallm_table.py to smallm-sm90-132sm-60mib.json"
     )
     untouched = [
         s for s in re.split(r"(?=^diff --git )", text, flags=re.M) if smallm_table.TILES_PATH not in s[:200]

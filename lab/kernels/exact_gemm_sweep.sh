@@ -38,14 +38,14 @@ case "$step" in
     exit $status ;;
   fit)
     [ -n "$(table)" ] || { echo "exact_gemm_sweep: no sweep table under $work/exact-gemm-sweep: run the sweep step" >&2; exit 2; }
-    "$py" -m exact_gemm_table set-rule "$(table)" || exit 2
+    "$py" checks/gpu/exact_gemm_table.py set-rule "$(table)" || exit 2
     cp patches/sglang/0005-exact-gemm-route.patch "$work/0005-fitted.patch"
     cp patches/sglang/0005-exact-gemm-route.patch "$out/"
     rm -rf "$work/patched"
     "$py" -m lab.card.assemble build --wheels "$work"/wheels/* --work "$work" >"$out/rebuild.log" 2>&1
     status=$?
     grep -n "exact-gemm\|bitexact_manifest" "$out/rebuild.log" | head -n 5
-    BITEXACT_SGLANG_TREE="$work/patched" "$py" -m exact_gemm_table summary "$(table)" 2>&1 | tail -n 20
+    BITEXACT_SGLANG_TREE="$work/patched" "$py" checks/gpu/exact_gemm_table.py summary "$(table)" 2>&1 | tail -n 20
     exit $status ;;
   checks)
     BITEXACT_SGLANG_TREE="$work/patched" BITEXACT_SGLANG_STOCK_TREE="$work/stock" \

@@ -10,7 +10,6 @@ collect, or when nothing was selected (a phase that checked nothing never passes
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -123,7 +122,6 @@ def _run(
     )
     env = dict(env)
     env[SELECTION_ENV] = str(selection)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(copy), env.get("PYTHONPATH", "")) if p)
     env.setdefault("TRITON_CACHE_DIR", str(work / "triton-cache"))
     argv = [
         *python,
@@ -133,7 +131,10 @@ def _run(
         "no:cacheprovider",
         "-p",
         "gpuchecks.selection",
-        "--import-mode=importlib",
+        # prepend: pytest itself puts the copy's folder (no __init__.py) first on sys.path, as it imports
+        # conftest.py and the test files, so the flat harness modules beside them (sglang_tree, series, ...)
+        # import from the copy, on a card where the harness is not installed; importlib mode would not.
+        "--import-mode=prepend",
         "--rootdir",
         str(copy),
         "-ra",

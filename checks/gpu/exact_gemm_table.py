@@ -1,6 +1,6 @@
 """The exact GEMM sweep's table: its format, the rule's evaluation on it, and the fit (pure Python).
 
-`bench/kernels/bench_exact_gemm.py` writes one table per card (`table_name`: compute capability, SM count,
+The lab's sweep (`bench_exact_gemm.py`) writes one table per card (`table_name`: compute capability, SM count,
 L2 size) and `checks/offline/test_exact_gemm_tiles.py` holds patch 0005's rule (`exact_gemm_tiles.choose`,
 read from the patch) to every committed table under `docs/evidence/exact-gemm-*/`, without a GPU.
 
@@ -20,13 +20,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from smallm_table import TableError, module_from_patch, read_table  # noqa: E402  (the shared table code)
+from smallm_table import TableError, module_from_patch, read_table  # the shared table code
 
 SCHEMA = "bitexact-exact-gemm-sweep/1"
-REPO = Path(__file__).resolve().parents[2]
-EVIDENCE = REPO / "docs" / "evidence"
-PATCH = REPO / "patches" / "sglang" / "0005-exact-gemm-route.patch"
+# Relative, as in smallm_table: run from the repository root.
+EVIDENCE = Path("docs") / "evidence"
+PATCH = Path("patches") / "sglang" / "0005-exact-gemm-route.patch"
 TILES_PATH = "python/sglang/srt/batch_invariant_ops/exact_gemm_tiles.py"
 # The fit's buckets: (max_m, the timed Ms it is fitted on); None is the open-ended last bucket.
 BUCKETS: list[tuple[int | None, tuple[int, ...]]] = [
@@ -253,7 +252,7 @@ def with_rule(patch_text: str, rule: dict, source: str, config_keys: tuple[str, 
 def rule_source(table: dict, table_path: Path) -> str:
     device = table["device"]
     return (
-        f"fitted by bench/kernels/exact_gemm_table.py to {table_path.name} ({device['name']}, "
+        f"fitted by checks/gpu/exact_gemm_table.py to {table_path.name} ({device['name']}, "
         f"{device['sm_count']} SMs, {device['l2_bytes'] >> 20} MiB L2, {table.get('date', 'undated')})"
     )
 
@@ -267,8 +266,7 @@ def main(argv: list[str]) -> int:
         return 0
     if len(argv) not in (2, 3) or argv[0] != "set-rule":
         print(
-            "usage: python bench/kernels/exact_gemm_table.py "
-            "{set-rule TABLE.json [PATCH] | summary TABLE.json}",
+            "usage: python checks/gpu/exact_gemm_table.py {set-rule TABLE.json [PATCH] | summary TABLE.json}",
             file=sys.stderr,
         )
         return 2

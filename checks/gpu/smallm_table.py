@@ -1,9 +1,9 @@
 """The small-M sweep's table: its format, the rule it is checked against, and the fit (pure Python).
 
-`bench/kernels/bench_smallm_sweep.py` writes one table per card (`table_name`: keyed by compute capability, SM
-count and L2 size, never the card's name) and `checks/offline/test_smallm_tiles.py` checks the route's rule
-(`small_m_tiles.choose`, read from patch 0004) against every committed table under `docs/evidence/smallm-*/`,
-without a GPU.
+The lab's sweep (`bench_smallm_sweep.py`) writes one table per card (`table_name`: keyed by compute
+capability, SM count and L2 size, never the card's name) and `checks/offline/test_smallm_tiles.py` checks
+the route's rule (`small_m_tiles.choose`, read from patch 0004) against every committed table under
+`docs/evidence/smallm-*/`, without a GPU.
 
 A table (JSON, `SCHEMA`):
     device:      name, capability "9.0", sm_count, l2_bytes, shared_per_block, torch, triton, cuda, driver
@@ -29,10 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 SCHEMA = "bitexact-smallm-sweep/1"
-REPO = Path(__file__).resolve().parents[2]
+# Paths in the repository, relative: the tables' tools and the tests that use them run from the repository
+# root (an installed copy of this module lies outside any checkout, so its own path names none).
 # Measured tables are raw results: docs/evidence/smallm-<card>-<date>/smallm-sm<cc>-<SMs>sm-<L2>mib.json.
-EVIDENCE = REPO / "docs" / "evidence"
-PATCH = REPO / "patches" / "sglang" / "0004-small-m-triton-route.patch"
+EVIDENCE = Path("docs") / "evidence"
+PATCH = Path("patches") / "sglang" / "0004-small-m-triton-route.patch"
 TILES_PATH = "python/sglang/srt/batch_invariant_ops/small_m_tiles.py"
 # The fit's search space for the rule's fill threshold (tiles per SM for the widest tile).
 THRESHOLDS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
@@ -418,7 +419,7 @@ def main(argv: list[str]) -> int:
         return 0
     if len(argv) not in (2, 3) or argv[0] != "set-rule":
         print(
-            "usage: python bench/kernels/smallm_table.py {set-rule TABLE.json [PATCH] | report TABLE.json}",
+            "usage: python checks/gpu/smallm_table.py {set-rule TABLE.json [PATCH] | report TABLE.json}",
             file=sys.stderr,
         )
         return 2
@@ -433,7 +434,7 @@ def main(argv: list[str]) -> int:
         return 2
     device = table["device"]
     source = (
-        f"fitted by bench/kernels/smallm_table.py to {table_path.name} ({device['name']}, "
+        f"fitted by checks/gpu/smallm_table.py to {table_path.name} ({device['name']}, "
         f"{device['sm_count']} SMs, {device['l2_bytes'] >> 20} MiB L2, {table.get('date', 'undated')})"
     )
     patch.write_text(with_rule(patch.read_text(), rule, source))
