@@ -68,3 +68,25 @@ def test_a_pyproject_without_the_list_is_refused_with_what_is_read(tmp_path: Pat
         product.harness_modules(tmp_path / "pyproject.toml")
     with pytest.raises(product.ProductError, match=r"no \[tool.setuptools\] py-modules .*FileNotFoundError"):
         product.harness_modules(tmp_path / "absent" / "pyproject.toml")
+
+
+def test_the_kernel_harness_is_copied_as_checks_gpu_lists_it(tmp_path: Path) -> None:
+    """`--harness`: checks/gpu's own list, every module of it, and nothing else of that folder (its tests
+    and conftest stay behind); a Python that sees only deps imports the harness from it."""
+    deps = tmp_path / "deps"
+    done = subprocess.run(
+        [sys.executable, "-m", "lab.card.product", "--harness", str(deps)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    listed = product.harness_modules()
+    assert "sglang_tree" in listed and "smallm_table" in listed
+    copied = sorted(p.stem for p in deps.glob("*.py"))
+    assert copied == sorted(listed) and not any(name.startswith("test_") for name in copied)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(deps)}
+    probe = "import sglang_tree, smallm_table; print(sglang_tree.__file__)"
+    ran = subprocess.run([sys.executable, "-S", "-c", probe], env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip().startswith(str(deps))
