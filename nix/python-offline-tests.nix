@@ -1,4 +1,4 @@
-# The offline suite's tests that need neither network nor Nix (checks/offline/sandbox_selection.py,
+# The offline suite's tests that need neither network nor Nix (checks/offline/checkhelpers/sandbox_selection.py,
 # markers in checks/conftest.py), run with nixpkgs' Python as a CPU flake check. The source and the
 # package list are builtins-only, so checks/offline/test_sandbox_selection.py evaluates them with the
 # real Nix and runs the selection over exactly this source, without network and without Nix.
@@ -96,7 +96,7 @@ in
       {
         # git: the lock tool's tests build throwaway repositories; util-linux: setsid, with which
         # checks/e2e/host.sh starts the runner in the background (test_e2e_host.py); patch, tar and cc (the
-        # driver stand-ins of checks/offline/driver_standins.py are compiled) come with stdenv.
+        # driver stand-ins of checks/offline/checkhelpers/driver_standins.py are compiled) come with stdenv.
         nativeBuildInputs = [
           (python3.withPackages (ps: map (name: ps.${name}) pythonPackages))
           git
@@ -107,7 +107,7 @@ in
         set -o pipefail
         export HOME=$TMPDIR PYTHONDONTWRITEBYTECODE=1
         cd ${source}
-        python checks/offline/sandbox_selection.py -q 2>&1 | tee $TMPDIR/log
+        python -m checkhelpers.sandbox_selection -q 2>&1 | tee $TMPDIR/log
         tail -n 1 $TMPDIR/log > $out
       '';
 }

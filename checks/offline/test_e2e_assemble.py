@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from released_wheels import REPO_ROOT, cache_dir, released_wheel
+from checkhelpers.released_wheels import REPO_ROOT, cache_dir, released_wheel
 
 sys.path.insert(0, str(REPO_ROOT / "checks" / "e2e"))
 import assemble  # noqa: E402

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from released_wheels import REPO_ROOT
+from checkhelpers.released_wheels import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "bench" / "kernels"))
 import exact_gemm_table  # noqa: E402

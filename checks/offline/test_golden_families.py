@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from canned_sglang import CannedSGLang
-from driver_standins import H100_PCIE, H100_SXM, H200, install_driver, nvml_env
+from checkhelpers.canned_sglang import CannedSGLang
+from checkhelpers.driver_standins import H100_PCIE, H100_SXM, H200, install_driver, nvml_env
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN_DIR = REPO / "checks" / "golden"

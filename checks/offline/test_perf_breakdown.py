@@ -1,6 +1,6 @@
 """bench/perf/breakdown.py: kernel names sorted into GEMM / GDN / attention / rest, and per-cycle totals
 from a real torch.profiler trace (recorded here on the CPU) carrying GPU events in Kineto's schema
-(checks/offline/perf_traces.py says where each field comes from)."""
+(checks/offline/checkhelpers/perf_traces.py says where each field comes from)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import json
 import sys
 from pathlib import Path
 
-import perf_traces
 import pytest
+from checkhelpers import perf_traces
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench" / "perf"))

@@ -1,6 +1,6 @@
 """bench/perf/prefill.py: a prefill's GPU time by component and GEMM by GEMM, from a real torch.profiler
 trace recorded here on the CPU with `record_shapes` (so the ops' "Input Dims" are torch's own), carrying
-GPU events in Kineto's schema (checks/offline/perf_traces.py says where each field comes from)."""
+GPU events in Kineto's schema (checkhelpers/perf_traces.py says where each field comes from)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-import perf_traces
 import pytest
+from checkhelpers import perf_traces
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench" / "perf"))

@@ -1,5 +1,5 @@
 """bench/perf/reuse.py, the prefix-reuse stage of the perf runner, against servers in SGLang 0.5.20's shapes
-with a prefix cache (checks/offline/bitexact/bx_fake_servers.py's FakeServer, whose `/flush_cache` and
+with a prefix cache (checks/offline/checkhelpers/bx_fake_servers.py's FakeServer, whose `/flush_cache` and
 `meta_info.cached_tokens` follow SGLang's http_server.py and Req.cached_tokens): a cache of every sequence,
 one that keeps a hybrid model's state only where a match stopped, one that never hits, and none."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "bench" / "perf"), str(REPO / "checks" / "offline")]
+sys.path.insert(0, str(REPO / "bench" / "perf"))
 import reuse  # noqa: E402
-from canned_sglang import CannedSGLang  # noqa: E402
+from checkhelpers.canned_sglang import CannedSGLang  # noqa: E402
 
 PREFIXES = (96, 200)
 

@@ -22,8 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import perf_traces
 import pytest
+from checkhelpers import perf_traces
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench" / "perf"))
@@ -257,10 +257,9 @@ def _results(tmp_path: Path, spec_trace: dict[str, Any]) -> Path:
 
 def test_bench_runs_bitexact_against_an_sglang_shaped_server(tmp_path: Path) -> None:
     """The bench stage's command line, run for real by bitexact against bitexact's own SGLang stand-in
-    (checks/offline/bitexact/bx_fake_servers.py, a tiny transformers model behind SGLang's HTTP shapes)."""
-    sys.path.insert(0, str(REPO / "checks" / "offline" / "bitexact"))
-    from bx_fake_servers import Backend, FakeServer
-    from bx_tiny_models import make_model
+    (checkhelpers/bx_fake_servers.py, a tiny transformers model behind SGLang's HTTP shapes)."""
+    from checkhelpers.bx_fake_servers import Backend, FakeServer
+    from checkhelpers.bx_tiny_models import make_model
 
     model = make_model(tmp_path / "tiny", layers=1, hidden=32, seed=0)
     args = _args(tmp_path, lengths="40,60", new_tokens=4, warmup=0, tokenizer="bytes", runs=3)
@@ -380,7 +379,7 @@ def _function(source: str, name: str) -> str:
 @pytest.mark.network  # the released wheel, downloaded on first use
 def test_the_sglang_facts_the_runner_relies_on() -> None:
     """Read in the released sglang 0.5.20 wheel: what the runner sends and what it expects back."""
-    from released_wheels import unpacked_wheel
+    from checkhelpers.released_wheels import unpacked_wheel
 
     srt = unpacked_wheel("sglang", "0.5.20") / "sglang" / "srt"
     # SGLANG_SIMULATE_ACC_LEN: a float, off below 0; match-expected gives an integer length exactly.

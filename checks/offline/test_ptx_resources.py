@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from released_wheels import unpacked_wheel
-from sglang_series import SERIES
-from test_gdn_snapshot_interpreter import _tree
+from checkhelpers.engine_trees import released_tree
+from checkhelpers.released_wheels import unpacked_wheel
+from checkhelpers.sglang_series import SERIES
 
 FIXTURE_NEEDS = {"compile_env": ("network",)}
 TOOL = Path(__file__).resolve().parents[2] / "bench" / "kernels" / "ptx_resources.py"
@@ -38,7 +38,7 @@ def compile_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         **env,
         "PYTHONPATH": os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH")])]),
         "TRITON_CACHE_DIR": str(tmp / "triton-cache"),
-        "BITEXACT_SGLANG_TREE": str(_tree(tmp / "patched", SERIES)),
+        "BITEXACT_SGLANG_TREE": str(released_tree(tmp / "patched", SERIES)),
     }
 
 

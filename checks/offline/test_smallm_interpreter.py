@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import route_interpreter
-from released_wheels import REPO_ROOT
+from checkhelpers import route_interpreter
+from checkhelpers.released_wheels import REPO_ROOT
 
 LAB = REPO_ROOT / "bench" / "kernels"
 sys.path.insert(0, str(LAB))

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from released_wheels import REPO_ROOT
+from checkhelpers.released_wheels import REPO_ROOT
 
 sys.path[:0] = [str(REPO_ROOT / "checks" / "gpu"), str(REPO_ROOT / "bench" / "kernels")]
 import smallm_plan  # noqa: E402
