@@ -11,7 +11,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 echo "offline: installing test dependencies into $venv" >&2
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r checks/requirements-offline.txt
-for project in pkgs/formats pkgs/gpuhost pkgs/bitexact pkgs/server pkgs/lock pkgs/gpu-checks images/entrypoint checks/gpu; do
+for project in pkgs/formats pkgs/gpuhost pkgs/bitexact pkgs/server pkgs/lock pkgs/gpu-checks images/entrypoint nix/tools checks/gpu checks/offline; do
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$project"
 done
 # The lab (lab/), after the product it imports: its tests run below with the product's.

@@ -18,8 +18,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from canned_sglang import CannedSGLang
-from driver_standins import H200, install_driver, nvml_env
+from checkhelpers.canned_sglang import CannedSGLang
+from checkhelpers.driver_standins import H200, install_driver, nvml_env
 from gpuchecks.plan import fill  # the runner's own placeholder filling
 
 REPO = Path(__file__).resolve().parents[2]

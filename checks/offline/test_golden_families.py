@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from canned_sglang import CannedSGLang
-from driver_standins import H100_PCIE, H100_SXM, H200, install_driver, nvml_env
+from checkhelpers.canned_sglang import CannedSGLang
+from checkhelpers.driver_standins import H100_PCIE, H100_SXM, H200, install_driver, nvml_env
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN_DIR = REPO / "checks" / "golden"
@@ -249,7 +249,6 @@ MS = [*range(1, 129), 192, 256, 320, 512, 640, 1000, 1024, 2048, 2200, 4096, 819
 
 @pytest.mark.parametrize("recipe", sorted(GEMMS))
 def test_the_tile_rule_chooses_alike_on_both_l2_sizes_of_the_family(recipe: str) -> None:
-    sys.path.insert(0, str(REPO / "bench" / "kernels"))
     import exact_gemm_table
 
     tiles = exact_gemm_table.load_tiles_module()

@@ -12,46 +12,14 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import house_rules as house
 import pytest
+from checkhelpers import house_rules as house
 
 REPO = Path(__file__).resolve().parents[2]
 
 # The files that edit sys.path today: the lab's move to installed packages removes these edits, and each
 # file leaves this list when its edit goes. No file joins it.
-SYS_PATH_EDITS_TO_REMOVE = {
-    "checks/offline/attn_rows_interpret.py",
-    "checks/offline/bitexact/bx_fuzz_run.py",
-    "checks/offline/bitexact/conftest.py",
-    "checks/offline/bitexact/test_bitexact_gates.py",
-    "checks/offline/bitexact/test_bitexact_golden_landing.py",
-    "checks/offline/bitexact/test_bitexact_input_classes.py",
-    "checks/offline/bitexact/test_bitexact_ownership.py",
-    "checks/offline/bitexact/test_bitexact_paths.py",
-    "checks/offline/bitexact/test_bitexact_resume_keys.py",
-    "checks/offline/bitexact/test_bitexact_warm.py",
-    "checks/offline/bitexact/test_bitexact_warm_gates.py",
-    "checks/offline/bitexact/test_bitexact_warm_short.py",
-    "checks/offline/canned_sglang.py",
-    "checks/offline/conftest.py",
-    "checks/offline/exact_gemm_interpret.py",
-    "checks/offline/gdn_snapshot_interpret.py",
-    "checks/offline/readme_commands.py",
-    "checks/offline/reliability_cases_http.py",
-    "checks/offline/reliability_run.py",
-    "checks/offline/reliability_setup.py",
-    "checks/offline/route_interpreter.py",
-    "checks/offline/sandbox_selection.py",
-    "checks/offline/test_bench_attn_plans.py",
-    "checks/offline/test_entrypoint.py",
-    "checks/offline/test_exact_gemm_tiles.py",
-    "checks/offline/test_golden_families.py",
-    "checks/offline/test_kernel_checks_series.py",
-    "checks/offline/test_reliability.py",
-    "checks/offline/test_sglang_patches.py",
-    "checks/offline/test_smallm_tiles.py",
-    "checks/offline/wheel_members.py",
-}
+SYS_PATH_EDITS_TO_REMOVE: set[str] = set()
 
 
 def plant(root: Path, files: dict[str, str]) -> Path:
@@ -178,10 +146,14 @@ def test_a_product_import_of_the_lab_or_the_test_helpers_is_named(tmp_path: Path
             "lab/__init__.py": "",
             "lab/perf/__init__.py": "",
             "lab/perf/perf_model.py": "",
+            "images/e/src/ent/helped.py": "from checkhelpers import servers\n",
             "checks/offline/canned_helper.py": "",
+            "checks/offline/checkhelpers/__init__.py": "",
+            "checks/offline/checkhelpers/servers.py": "",
         },
     )
     assert graph_of(tmp_path).product_imports_of_lab() == [
+        "images/e/src/ent/helped.py imports checks/offline/checkhelpers/servers.py",
         "images/e/src/ent/main.py imports canned_helper, which only checks/offline/canned_helper.py provides",
         "pkgs/p/src/pp/lab_package_user.py imports lab, the lab's package (lab/)",
         "pkgs/p/src/pp/lab_user.py imports lab/perf/perf_model.py",

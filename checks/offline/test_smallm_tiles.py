@@ -14,15 +14,12 @@ from __future__ import annotations
 import ast
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
-from released_wheels import REPO_ROOT
-
-sys.path[:0] = [str(REPO_ROOT / "checks" / "gpu"), str(REPO_ROOT / "bench" / "kernels")]
-import smallm_plan  # noqa: E402
-import smallm_table  # noqa: E402
+import smallm_plan
+import smallm_table
+from checkhelpers.released_wheels import REPO_ROOT
 
 TILES = smallm_table.load_tiles_module()
 TABLES = smallm_table.committed_tables()

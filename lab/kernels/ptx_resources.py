@@ -53,7 +53,7 @@ FLOATS = ("sm_scale_withk",)
 
 def executable(name: str) -> str:
     """The wheel's own copy of an NVIDIA tool, made executable in a temporary folder when the wheel was
-    unpacked without file modes (a zip extraction, as checks/offline/released_wheels.py does)."""
+    unpacked without file modes (a zip extraction, as checks/offline/checkhelpers/released_wheels.py does)."""
     import triton
 
     tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name

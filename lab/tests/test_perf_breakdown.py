@@ -1,6 +1,6 @@
 """lab/perf/breakdown.py: kernel names sorted into GEMM / GDN / attention / rest, and per-cycle totals
 from a real torch.profiler trace (recorded here on the CPU) carrying GPU events in Kineto's schema
-(checks/offline/perf_traces.py says where each field comes from)."""
+(checks/offline/checkhelpers/perf_traces.py says where each field comes from)."""
 
 from __future__ import annotations
 

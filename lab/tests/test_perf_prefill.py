@@ -1,6 +1,6 @@
 """lab/perf/prefill.py: a prefill's GPU time by component and GEMM by GEMM, from a real torch.profiler
 trace recorded here on the CPU with `record_shapes` (so the ops' "Input Dims" are torch's own), carrying
-GPU events in Kineto's schema (checks/offline/perf_traces.py says where each field comes from)."""
+GPU events in Kineto's schema (checkhelpers/perf_traces.py says where each field comes from)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """lab/perf/reuse.py, the prefix-reuse stage of the perf runner, against servers in SGLang 0.5.20's shapes
-with a prefix cache (checks/offline/bitexact/bx_fake_servers.py's FakeServer, whose `/flush_cache` and
+with a prefix cache (checkhelpers/bx_fake_servers.py's FakeServer, whose `/flush_cache` and
 `meta_info.cached_tokens` follow SGLang's http_server.py and Req.cached_tokens): a cache of every sequence,
 one that keeps a hybrid model's state only where a match stopped, one that never hits, and none."""
 

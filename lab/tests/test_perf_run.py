@@ -258,7 +258,7 @@ def _results(tmp_path: Path, spec_trace: dict[str, Any]) -> Path:
 
 def test_bench_runs_bitexact_against_an_sglang_shaped_server(tmp_path: Path) -> None:
     """The bench stage's command line, run for real by bitexact against bitexact's own SGLang stand-in
-    (checks/offline/bitexact/bx_fake_servers.py, a tiny transformers model behind SGLang's HTTP shapes)."""
+    (checkhelpers/bx_fake_servers.py, a tiny transformers model behind SGLang's HTTP shapes)."""
     from checkhelpers.bx_fake_servers import Backend, FakeServer
     from checkhelpers.bx_tiny_models import make_model
 

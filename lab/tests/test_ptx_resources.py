@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from checkhelpers.engine_trees import released_tree
 from checkhelpers.released_wheels import unpacked_wheel
-from checkhelpers.sglang_series import SERIES, apply_series
+from checkhelpers.sglang_series import SERIES
 
 FIXTURE_NEEDS = {"compile_env": ("network",)}
 TOOL = ["-m", "lab.kernels.ptx_resources"]
@@ -28,14 +28,6 @@ PLANS = [
 STAGED = "decode: one row, 16-row tile, 4 warps, tile loop at 3 stages (H200)"
 
 
-def _tree(root: Path, patches: list[Path]) -> Path:
-    """The released sglang package, whole (fla's kernels import its utilities), with `patches` applied."""
-    shutil.copytree(unpacked_wheel("sglang", "0.5.20") / "sglang", root / "sglang", symlinks=True)
-    apply_series(root, patches)
-    (root / "sglang" / "__init__.py").write_text("")  # the release's imports all of SGLang
-    return root
-
-
 @pytest.fixture(scope="module")
 def compile_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     tmp = tmp_path_factory.mktemp("ptx-resources")
@@ -46,7 +38,7 @@ def compile_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         **env,
         "PYTHONPATH": os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH")])]),
         "TRITON_CACHE_DIR": str(tmp / "triton-cache"),
-        "BITEXACT_SGLANG_TREE": str(_tree(tmp / "patched", SERIES)),
+        "BITEXACT_SGLANG_TREE": str(released_tree(tmp / "patched", SERIES)),
     }
 
 
