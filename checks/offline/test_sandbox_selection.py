@@ -130,7 +130,7 @@ def test_the_check_is_a_sandboxed_build_of_the_selection() -> None:
     assert sorted(local) == sorted(names) and "bitexact-kernel-harness" in names
     for project in projects:
         built = local[project["name"]]
-        deps = [d if d in names else f"py-{d}" for d in project["dependencies"]]
+        deps = [d if d in names else f"py-{d}" for d in project.get("dependencies", [])]
         assert (built["deps"], built["build"]) == (deps, ["py-setuptools"]), project["name"]
         assert built["src"].endswith(f"-{project['name']}-source"), built["src"]
 
