@@ -12,7 +12,8 @@
 #   pname, version, dependencies (the names pyproject.toml lists), src;
 #   nixpkgs ps local attrs: nixpkgs' buildPythonPackage in the package set `ps`, each dependency
 #     taken from `local` (the other local projects, built the same way) or else from `ps`; `attrs` are
-#     added (meta, pythonImportsCheck, ...);
+#     added (meta, pythonImportsCheck, ...), their `dependencies` (an optional extra's) after pyproject's;
+#   nixpkgsApplication ps local attrs: the same with buildPythonApplication (a program);
 #   serverSet: for the server set's callPackage (pyproject.nix's builders: the server venv takes the
 #     dependencies from passthru.dependencies, so a name missing there is a module missing at run time).
 {
@@ -42,6 +43,25 @@ let
   };
   pname = project.name;
   inherit (project) version;
+  build =
+    builder: ps: local: attrs:
+    builder ps (
+      {
+        inherit pname version src;
+        pyproject = true;
+        build-system = [ ps.setuptools ];
+      }
+      // builtins.removeAttrs attrs [ "dependencies" ]
+      // {
+        dependencies =
+          map (
+            name:
+            local.${name} or ps.${name}
+              or (throw "${pname}: dependency ${name} (pyproject.toml) is neither a local project nor in the Python package set")
+          ) dependencies
+          ++ (attrs.dependencies or [ ]);
+      }
+    );
 in
 {
   inherit
@@ -51,21 +71,10 @@ in
     src
     ;
 
-  nixpkgs =
-    ps: local: attrs:
-    ps.buildPythonPackage (
-      {
-        inherit pname version src;
-        pyproject = true;
-        build-system = [ ps.setuptools ];
-        dependencies = map (
-          name:
-          local.${name} or ps.${name}
-            or (throw "${pname}: dependency ${name} (pyproject.toml) is neither a local project nor in the Python package set")
-        ) dependencies;
-      }
-      // attrs
-    );
+  nixpkgs = build (ps: ps.buildPythonPackage);
+  # The same as a program (nixpkgs' buildPythonApplication: no python3.x- name prefix, not a module
+  # that propagates to dependents).
+  nixpkgsApplication = build (ps: ps.buildPythonApplication);
 
   serverSet =
     {

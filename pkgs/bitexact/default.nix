@@ -12,48 +12,35 @@
   withTransformers ? false,
   withCard ? false,
 }:
-python3Packages.buildPythonApplication {
-  pname = "bitexact";
-  version = "0.1.0";
-  pyproject = true;
+# Built by nix/local-python-package.nix: exactformats (pkgs/formats), pyproject.toml's one dependency, the
+# file reader and schema check shared with the launcher and pinlock; the extras' packages after it.
+(import ../../nix/local-python-package.nix { root = ./.; }).nixpkgsApplication python3Packages
+  { exactformats = python3Packages.callPackage ../formats { }; }
+  {
+    dependencies =
+      lib.optionals withTransformers [
+        python3Packages.torch
+        python3Packages.transformers
+      ]
+      ++ lib.optionals withCard [ (python3Packages.callPackage ../gpuhost { }) ];
 
-  src = lib.fileset.toSource {
-    root = ./.;
-    fileset = lib.fileset.unions [
-      ./pyproject.toml
-      ./src
+    pythonImportsCheck = [
+      "bitexact"
+      "bitexact.cli"
     ];
-  };
 
-  build-system = [ python3Packages.setuptools ];
+    # A smoke test of the installed entry point; the behaviour is tested by the offline suite.
+    doInstallCheck = true;
+    installCheckPhase = ''
+      runHook preInstallCheck
+      $out/bin/bitexact --version
+      $out/bin/bitexact parity --help > /dev/null
+      runHook postInstallCheck
+    '';
 
-  # exactformats (pkgs/formats): the file reader and schema check shared with the launcher and pinlock.
-  dependencies = [
-    (python3Packages.callPackage ../formats { })
-  ]
-  ++ lib.optionals withTransformers [
-    python3Packages.torch
-    python3Packages.transformers
-  ]
-  ++ lib.optionals withCard [ (python3Packages.callPackage ../gpuhost { }) ];
-
-  pythonImportsCheck = [
-    "bitexact"
-    "bitexact.cli"
-  ];
-
-  # A smoke test of the installed entry point; the behaviour is tested by the offline suite.
-  doInstallCheck = true;
-  installCheckPhase = ''
-    runHook preInstallCheck
-    $out/bin/bitexact --version
-    $out/bin/bitexact parity --help > /dev/null
-    runHook postInstallCheck
-  '';
-
-  meta = {
-    description = "Bit-exactness checks for LLM inference engines (parity, repeat, golden records, bench)";
-    mainProgram = "bitexact";
-    license = lib.licenses.asl20;
-  };
-}
+    meta = {
+      description = "Bit-exactness checks for LLM inference engines (parity, repeat, golden records, bench)";
+      mainProgram = "bitexact";
+      license = lib.licenses.asl20;
+    };
+  }

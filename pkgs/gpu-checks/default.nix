@@ -1,26 +1,12 @@
 # The runner of the GPU checks (`bitexact-gpu-checks`) as a Nix package, built with the server env's
 # Python packages (`python3Packages`) like bitexact. It needs only the standard library at import; it runs
 # in the server venv's Python (nix/gpu-checks.nix wraps it), where gpuhost reads the card through NVML.
-# Its tests run in the offline suite (checks/offline/run.sh).
+# Its tests run in the offline suite (checks/offline/run.sh). Built by nix/local-python-package.nix.
 {
   lib,
   python3Packages,
 }:
-python3Packages.buildPythonApplication {
-  pname = "bitexact-gpu-checks";
-  version = "0.1.0";
-  pyproject = true;
-
-  src = lib.fileset.toSource {
-    root = ./.;
-    fileset = lib.fileset.unions [
-      ./pyproject.toml
-      ./src
-    ];
-  };
-
-  build-system = [ python3Packages.setuptools ];
-
+(import ../../nix/local-python-package.nix { root = ./.; }).nixpkgsApplication python3Packages { } {
   pythonImportsCheck = [
     "gpuchecks.plan"
     "gpuchecks.results"

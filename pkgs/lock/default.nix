@@ -7,28 +7,16 @@
   python3Packages,
   uv,
 }:
-python3Packages.buildPythonApplication {
-  pname = "pinlock";
-  version = (lib.importTOML ./pyproject.toml).project.version;
-  pyproject = true;
-  src = lib.fileset.toSource {
-    root = ./.;
-    fileset = lib.fileset.unions [
-      ./pyproject.toml
-      ./src/pinlock
+# Built by nix/local-python-package.nix: huggingface-hub and exactformats are pyproject.toml's dependencies.
+(import ../../nix/local-python-package.nix { root = ./.; }).nixpkgsApplication python3Packages
+  { exactformats = python3Packages.callPackage ../formats { }; }
+  {
+    makeWrapperArgs = [
+      "--prefix"
+      "PATH"
+      ":"
+      (lib.makeBinPath [ uv ])
     ];
-  };
-  build-system = [ python3Packages.setuptools ];
-  dependencies = [
-    python3Packages.huggingface-hub
-    (python3Packages.callPackage ../formats { })
-  ];
-  makeWrapperArgs = [
-    "--prefix"
-    "PATH"
-    ":"
-    (lib.makeBinPath [ uv ])
-  ];
-  pythonImportsCheck = [ "pinlock" ];
-  meta.mainProgram = "pinlock";
-}
+    pythonImportsCheck = [ "pinlock" ];
+    meta.mainProgram = "pinlock";
+  }
