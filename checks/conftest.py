@@ -7,10 +7,9 @@ it needs). `browser`: runs a real headless browser (Debian's `chromium`, which .
 Nix build sandbox does not offer either. `evidence`: reads the raw results under docs/evidence, which the
 flake check's source leaves out (it carries each folder's claims.json and the pages). `repository`: reads
 the whole repository through git (the house's rules, test_house.py), of which the flake check's source is
-a part, without git. A test that needs none carries no marker; `checks/offline/sandbox_selection.py` runs
-exactly those (`-m "not network and not nix and not docker and not browser and not evidence and not
-repository"`), here without network or
-Nix and as the `python-offline-tests` flake check.
+a part, without git. A test that needs none carries no marker; `python -m checkhelpers.sandbox_selection`
+runs exactly those (`-m "not network and not nix and not docker and not browser and not evidence and not
+repository"`), here without network or Nix and as the `python-offline-tests` flake check.
 
 Modules mark whole files with `pytestmark`, single tests with decorators, and tests that use a fixture
 needing something through `FIXTURE_NEEDS = {"fixture": ("network",)}`: every test whose fixture closure

@@ -39,9 +39,9 @@ in
   deep-gemm-fenced = deep-gemm;
 
   # The offline suite's tests that need neither network nor Nix, on nixpkgs' Python over a filtered
-  # source (nix/python-offline-tests.nix; the selection is checks/offline/sandbox_selection.py).
+  # source (nix/python-offline-tests.nix; the selection is checks/offline/checkhelpers/sandbox_selection.py).
   python-offline-tests = (import ./python-offline-tests.nix).check {
-    inherit (pkgs) runCommand python3 git util-linux;
+    inherit (pkgs) runCommand python3 git;
   };
 }
 // (if sglangSrc == null then { } else {

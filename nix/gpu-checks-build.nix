@@ -3,7 +3,7 @@
 #
 # Shape: one derivation runs the runner whole on the card (`run`: kernel checks, references, batteries on
 # the patched tree, the stock tree's stated expectations, golden checks), the same invocation a GPU host
-# without Nix makes (checks/e2e/host.sh) and the device sessions prove. It asks for the `cuda` system
+# without Nix makes (lab/card/host.sh) and the device sessions prove. It asks for the `cuda` system
 # feature, as nixpkgs' GPU tests do, and records the runner's exit status instead of failing, so that one
 # difference does not hide the rest. Each flake check is then one step's verdict read from that run
 # (`bitexact-gpu-checks verdict`), on any builder: a failed step shows by name. Why one run and not a

@@ -1,4 +1,4 @@
-# The offline suite's tests that need neither network nor Nix (checks/offline/sandbox_selection.py,
+# The offline suite's tests that need neither network nor Nix (checks/offline/checkhelpers/sandbox_selection.py,
 # markers in checks/conftest.py), run with nixpkgs' Python as a CPU flake check, in an environment of
 # nixpkgs' packages and the repository's own projects built as packages. The source and the package
 # lists are builtins-only, so checks/offline/test_sandbox_selection.py evaluates them with the
@@ -41,13 +41,8 @@ let
     "pkgs/formats/src"
     "pkgs/gpuhost/src"
     "pkgs/gpu-checks/src"
-    "checks/e2e"
     "checks/gpu"
     "checks/plans"
-    "bench/kernels/bench_attn_prefetch.py"
-    "bench/kernels/gpu_timing.py"
-    "bench/perf"
-    "bench/upstream_eval"
     "images/entrypoint/src"
     "images/layer_sizes.py"
     "nix/recipes"
@@ -75,6 +70,7 @@ let
     "pkgs/lock"
     "pkgs/gpu-checks"
     "images/entrypoint"
+    "nix/tools"
     "checks/gpu"
   ]
   # The offline tests' helpers (package checkhelpers), from the branch that makes them a project.
@@ -142,26 +138,24 @@ in
       runCommand,
       python3,
       git,
-      util-linux,
     }:
     runCommand "python-offline-tests"
       {
-        # git: the lock tool's tests build throwaway repositories; util-linux: setsid, with which
-        # checks/e2e/host.sh starts the runner in the background (test_e2e_host.py); patch, tar and cc (the
-        # driver stand-ins of checks/offline/driver_standins.py are compiled) come with stdenv.
+        # git: the lock tool's tests build throwaway repositories; patch, tar and cc (the driver stand-ins
+        # of checks/offline/checkhelpers/driver_standins.py are compiled) come with stdenv. The lab (lab/)
+        # and its tests are not in the source: the flake checks the product.
         nativeBuildInputs = [
           (python3.withPackages (
             ps: map (name: ps.${name}) pythonPackages ++ builtins.attrValues (localPackages ps)
           ))
           git
-          util-linux
         ];
       }
       ''
         set -o pipefail
         export HOME=$TMPDIR PYTHONDONTWRITEBYTECODE=1
         cd ${source}
-        python checks/offline/sandbox_selection.py -q 2>&1 | tee $TMPDIR/log
+        python -m checkhelpers.sandbox_selection -q 2>&1 | tee $TMPDIR/log
         tail -n 1 $TMPDIR/log > $out
       '';
 }

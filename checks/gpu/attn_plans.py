@@ -1,4 +1,4 @@
-"""Launch plans of patch 0003's rows kernels that the kernel bench times (bench/kernels/
+"""Launch plans of patch 0003's rows kernels that the kernel bench times (lab/kernels/
 bench_attn_verify.py) and the GPU checks prove (test_attn_exact_verify.py): each a tuple of the
 patch's module constants, named below, the first of each list the constants as the patch ships them
 (cards without an entry of their own run them), and each card's entry in the patch's _CARD_PLANS among
@@ -11,7 +11,7 @@ DRAFT_NAMES = ("_DRAFT_FREE", "_DRAFT_SPLIT_TOKENS", "_DRAFT_BLOCK_N", "_DRAFT_W
 # patch 0003); the first is the constants' (the H200's own plan, 32 rows with 4 warps and the tile loop at
 # 3 stages, is the last; the one before it is the H200's plan of 2026-12-02). 16 rows: two draft rows of
 # six heads in decode's own 16-row tile, with 4 warps (the lead; ptxas spills 120 bytes a thread there)
-# or 8 (no spill: bench/kernels/ptx_resources.py), more programs. The tile loop's stages (None: Triton's
+# or 8 (no spill: lab/kernels/ptx_resources.py), more programs. The tile loop's stages (None: Triton's
 # default, no async copy) apply to decode's rows too.
 TILE_PLANS = [
     (32, 8, 4096, 4, None), (16, 8, 4096, 4, None), (16, 8, 4096, 8, None), (16, 8, 16384, 8, None),

@@ -7,7 +7,7 @@ cache's extra buffer tracks it; a warm extend of [A, L) then starts from that sn
   from it ends in another final state (so a case can tell the two paths apart);
 - the cold prompt inside a varlen batch of three snapshots the same bits as alone;
 - `TritonGDNKernel.extend` (what GDN's backend calls) declares the snapshot and passes it on.
-Used by checks/gpu/test_gdn_prefix_snapshot.py (the card's bits) and checks/offline/gdn_snapshot_interpret.py
+Used by checks/gpu/test_gdn_prefix_snapshot.py (the card's bits) and checkhelpers/gdn_snapshot_interpret.py
 (Triton's interpreter on a CPU). Test code only.
 """
 

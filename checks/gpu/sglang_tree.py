@@ -64,7 +64,7 @@ PLACEHELD = frozenset(
 )
 
 
-# For the scripts that run or compile kernels on a CPU only (the interpreter's, bench/kernels/
+# For the scripts that run or compile kernels on a CPU only (the interpreter's, lab/kernels/
 # ptx_resources.py): SGLang's image and process utilities (sglang/srt/utils/common.py),
 # on the way to the GDN chunk kernels. Not placeheld on a card: transformers takes a module it can find
 # for an installed package and reads its version (a placeheld torchvision ends in "Invalid version").

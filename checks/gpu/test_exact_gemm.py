@@ -9,7 +9,7 @@ the batch-invariant path of a tree without DeepGEMM) for every M. So, on this ca
 - the route's own choice, config=None, at every M = 1..64 and at prefill-sized M.
 The bit comparisons are declared for the proven capabilities (PROVEN, 0005's PROVEN_CAPABILITIES) and fail on
 any difference; on any other card the route is off (checked below) and the runner lists them as not
-applicable: what would qualify such a card is a sweep of its own (bench/kernels), not a check of what it
+applicable: what would qualify such a card is a sweep of its own (lab/kernels), not a check of what it
 serves.
 
 Dispatch: on a proven card the patched `matmul_persistent` launches the route's kernel, and the persistent
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-# (N, K): the 27B-shaped model's GEMMs (bench/perf/model_27b.py geometry), its LM head at the assumed
+# (N, K): the 27B-shaped model's GEMMs (lab/perf/model_27b.py geometry), its LM head at the assumed
 # vocabulary, and odd sizes: N and K that are not multiples of any tile, K that TMA cannot address.
 SHAPES = [
     (96, 5120),  # GDN in_proj_ba

@@ -15,7 +15,7 @@ import inspect
 
 import pytest
 
-TINY = (4, 12, 128)  # checks/e2e/tiny_model.py: key heads, value heads, head dim
+TINY = (4, 12, 128)  # lab/card/tiny_model.py: key heads, value heads, head dim
 QWEN = (16, 48, 128)  # Qwen3.8-27B's GDN layers
 LENGTHS = [65, 67, 68, 71, 79, 95, 127, 131, 137, 549, 1237, 8229]
 

@@ -11,9 +11,11 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 echo "offline: installing test dependencies into $venv" >&2
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r checks/requirements-offline.txt
-for project in pkgs/formats pkgs/gpuhost pkgs/bitexact pkgs/server pkgs/lock pkgs/gpu-checks images/entrypoint checks/gpu; do
+for project in pkgs/formats pkgs/gpuhost pkgs/bitexact pkgs/server pkgs/lock pkgs/gpu-checks images/entrypoint nix/tools checks/gpu checks/offline; do
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$project"
 done
+# The lab (lab/), after the product it imports: its tests run below with the product's.
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e lab
 
 # Nix evaluates builtins-only code here: flakes on, no binary cache (unreachable offline).
 export NIX_CONFIG="${NIX_CONFIG:-}
@@ -26,6 +28,6 @@ echo "offline: ruff (lint and format)" >&2
 "$venv/bin/ruff" check .
 "$venv/bin/ruff" format --check .
 
-echo "offline: pytest" >&2
+echo "offline: pytest (the product's checks, then the lab's tests)" >&2
 exec "$venv/bin/python" -m pytest --rootdir . -p no:cacheprovider --import-mode=importlib -ra "$@" \
-  checks/offline checks/gpu
+  checks/offline checks/gpu lab/tests

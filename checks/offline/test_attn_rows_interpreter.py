@@ -1,5 +1,5 @@
 """Patch 0003's shared-rows kernels against SGLang's decode kernels on a CPU, under the released triton
-3.6.0 wheel's interpreter (attn_rows_interpret.py beside this): indexing, masks, split walks and empty
+3.6.0 wheel's interpreter (checkhelpers/attn_rows_interpret.py): indexing, masks, split walks and empty
 splits, for causal verify rows, the drafter's block and decode rows. The bits are the H200's job
 (checks/gpu/test_attn_exact_verify.py); here a wrong index or mask shows as a wrong partial."""
 
@@ -8,11 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import route_interpreter
-from released_wheels import REPO_ROOT, unpacked_wheel
+from checkhelpers import route_interpreter
+from checkhelpers.released_wheels import REPO_ROOT, unpacked_wheel
 
 FIXTURE_NEEDS = {"interpreter_env": ("network",)}
-SCRIPT = Path(__file__).resolve().parent / "attn_rows_interpret.py"
 PATCH = REPO_ROOT / "patches" / "sglang" / "0003-exact-verify-attention.patch"
 DECODE = Path("sglang") / "kernels" / "ops" / "attention" / "decode_attention.py"
 
@@ -25,7 +24,7 @@ def interpreter_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def _run(env: dict[str, str], patch: Path, work: Path):  # noqa: ANN202
     decode = unpacked_wheel("sglang", "0.5.20") / DECODE
     args = ["--decode", str(decode), "--patch", str(patch), "--work", str(work)]
-    return route_interpreter.run(env, str(SCRIPT), *args)
+    return route_interpreter.run(env, "-m", "checkhelpers.attn_rows_interpret", *args)
 
 
 def test_rows_equal_decode_under_the_interpreter(interpreter_env: dict[str, str], tmp_path: Path) -> None:

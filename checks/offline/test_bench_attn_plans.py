@@ -6,13 +6,12 @@ first check."""
 from __future__ import annotations
 
 import ast
-import sys
 from pathlib import Path
 
+import attn_plans as plans
+import smallm_table
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "bench" / "kernels"), str(REPO / "checks" / "gpu")]
-import attn_plans as plans  # noqa: E402
-import smallm_table  # noqa: E402
 
 ROWS_FILE = "python/sglang/srt/layers/attention/exact_verify_attention.py"
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from driver_standins import H100_PCIE, MAX_Q, install_driver, nvml_env
+from checkhelpers.driver_standins import H100_PCIE, MAX_Q, install_driver, nvml_env
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = (

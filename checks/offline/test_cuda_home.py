@@ -14,9 +14,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from driver_standins import install_driver
+from checkhelpers.driver_standins import install_driver
+from checkhelpers.released_wheels import unpacked_wheel
 from gpuhost.driver import driver_environment, find_driver
-from released_wheels import unpacked_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 LINKS = REPO / "pkgs" / "server" / "cuda-home-links.sh"

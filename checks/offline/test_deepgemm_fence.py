@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from released_wheels import unpacked_wheel
+from checkhelpers.released_wheels import unpacked_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 PATCH_DIR = REPO / "patches" / "deep-gemm"

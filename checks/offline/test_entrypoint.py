@@ -16,15 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from driver_standins import H200, MAX_Q, SERVER, WORKSTATION, identity, install_driver, nvml_env
-from engine_trees import patched_tree, stock_tree
-from hfcache_support import RECIPE_PATH, REPO, materialize, nix_eval, nix_str, write_locked
-
-sys.path.insert(0, str(REPO / "images" / "entrypoint" / "src"))
-
-from image_entrypoint.checks import PreflightError  # noqa: E402
-from image_entrypoint.gpu import Card, check_card  # noqa: E402
-from image_entrypoint.main import repos_named, server_command  # noqa: E402
+from checkhelpers.driver_standins import H200, MAX_Q, SERVER, WORKSTATION, identity, install_driver, nvml_env
+from checkhelpers.engine_trees import patched_tree, stock_tree
+from checkhelpers.hfcache_support import RECIPE_PATH, REPO, materialize, nix_eval, nix_str, write_locked
+from image_entrypoint.checks import PreflightError
+from image_entrypoint.gpu import Card, check_card
+from image_entrypoint.main import repos_named, server_command
 
 RECIPE = json.loads(RECIPE_PATH.read_text())
 MODEL, DRAFTER = RECIPE["model"], RECIPE["drafter"]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from bitexact.golden import digests, load_golden
-from evidence_claims import (
+from checkhelpers.evidence_claims import (
     CLAIMS,
     EVIDENCE,
     REPO,
@@ -281,9 +281,9 @@ def test_a_regenerated_file_is_compared_with_what_its_command_prints(tmp_path: P
 
 def test_the_figures_page_is_what_the_claims_say() -> None:
     """docs/figures.md lists every figure the reference pages quote, with its run, file and field, as
-    checks/offline/figures_page.py writes it from the claims: a changed claim or page shows here."""
-    import figures_page
+    checkhelpers/figures_page.py writes it from the claims: a changed claim or page shows here."""
+    from checkhelpers import figures_page
 
     assert (REPO / "docs" / "figures.md").read_text() == figures_page.page(), (
-        "docs/figures.md is stale: run python checks/offline/figures_page.py --write docs/figures.md"
+        "docs/figures.md is stale: run python -m checkhelpers.figures_page --write docs/figures.md"
     )

@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 
+import exact_gemm_table
 import pytest
-from released_wheels import REPO_ROOT
-
-sys.path.insert(0, str(REPO_ROOT / "bench" / "kernels"))
-import exact_gemm_table  # noqa: E402
 
 TILES = exact_gemm_table.load_tiles_module()
 TABLES = exact_gemm_table.committed_tables()

@@ -22,13 +22,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from checkhelpers.net_support import free_ports
 from exactlaunch import fleet
-from net_support import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 # the launcher and the packages it imports: gpuhost and exactformats
 SOURCES = os.pathsep.join(str(REPO / "pkgs" / p / "src") for p in ("server", "gpuhost", "formats"))
-CANNED = REPO / "checks" / "offline" / "canned_sglang.py"
 RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
 # The released router, where checks/requirements-offline.txt installed it (CI's venv; nixpkgs has none, so
 # the flake's sandboxed run of this suite skips the two tests that start it).
@@ -129,7 +128,10 @@ def running_fleet(tmp_path: Path) -> Iterator[tuple[str, list[str], subprocess.P
     router_port, *ports = free_ports(3)
     replicas = [
         fleet.Process(
-            f"replica-{i}", [sys.executable, str(CANNED), "--port", str(p)], {}, f"http://127.0.0.1:{p}"
+            f"replica-{i}",
+            [sys.executable, "-m", "checkhelpers.canned_sglang", "--port", str(p)],
+            {},
+            f"http://127.0.0.1:{p}",
         )
         for i, p in enumerate(ports)
     ]
@@ -203,7 +205,9 @@ def test_a_replica_that_dies_stops_the_fleet(
 ) -> None:
     router, replicas, proc = running_fleet
     port = replicas[1].rsplit(":", 1)[1]
-    found = subprocess.run(["pgrep", "-f", f"canned_sglang.py --port {port}"], capture_output=True, text=True)
+    found = subprocess.run(
+        ["pgrep", "-f", f"checkhelpers.canned_sglang --port {port}"], capture_output=True, text=True
+    )
     os.kill(int(found.stdout.split()[0]), signal.SIGKILL)
     assert proc.wait(timeout=30) == 2
     with pytest.raises(OSError):

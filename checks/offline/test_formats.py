@@ -40,8 +40,8 @@ from bitexact import presets as bx_presets
 from bitexact.errors import BitexactError
 from bitexact.generation import Generation
 from bitexact.prompts import parse_prompt
+from checkhelpers.fuzz_settings import fuzz
 from exactlaunch import recipe as ln_recipe
-from fuzz_settings import fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 from pinlock import recipe as pl_recipe

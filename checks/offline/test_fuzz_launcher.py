@@ -31,9 +31,9 @@ from unittest import mock
 
 import hypothesis
 import pytest
-from driver_standins import compiler, install_driver
+from checkhelpers.driver_standins import compiler, install_driver
+from checkhelpers.fuzz_settings import fuzz
 from exactlaunch import cli, fleet, values
-from fuzz_settings import fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context

@@ -32,8 +32,8 @@ from unittest import mock
 
 import hypothesis
 import pytest
-from cli_capture import run_main
-from fuzz_settings import fuzz
+from checkhelpers.cli_capture import run_main
+from checkhelpers.fuzz_settings import fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from released_wheels import REPO_ROOT, unpacked_wheel
+from checkhelpers.released_wheels import REPO_ROOT, unpacked_wheel
 
 PATCHES = REPO_ROOT / "patches" / "sglang"
 PATCH = PATCHES / "0002-exact-gdn-verify.patch"

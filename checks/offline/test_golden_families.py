@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from canned_sglang import CannedSGLang
-from driver_standins import H100_PCIE, H100_SXM, H200, install_driver, nvml_env
+from checkhelpers.canned_sglang import CannedSGLang
+from checkhelpers.driver_standins import H100_PCIE, H100_SXM, H200, install_driver, nvml_env
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN_DIR = REPO / "checks" / "golden"
@@ -217,10 +217,10 @@ def test_a_pending_member_is_told_why(tmp_path: Path) -> None:
         families.resolve(tmp_path, "h100-nvl", "e2e-tiny-hybrid", {})
 
 
-# Every GEMM of each recipe's target, (N, K) of `x @ W^T` with W [N, K]: checks/e2e/tiny_model.py's
+# Every GEMM of each recipe's target, (N, K) of `x @ W^T` with W [N, K]: lab/card/tiny_model.py's
 # constants (hidden 1024, attention 6/1 heads of 256 with the output gate, GDN 4/12 heads of 128, MLP 3072,
 # 3014 tokens) and the 27B shape's (hidden 5120, attention 24/4 heads of 256 with the gate, GDN 16/48 heads
-# of 128, MLP 17408, 248320 tokens; bench/perf/model_27b.py).
+# of 128, MLP 17408, 248320 tokens; lab/perf/model_27b.py).
 GEMMS = {
     "e2e-tiny-hybrid": [
         (6 * 256 * 2 + 2 * 256, 1024),  # attention qkv with the output gate
@@ -249,7 +249,6 @@ MS = [*range(1, 129), 192, 256, 320, 512, 640, 1000, 1024, 2048, 2200, 4096, 819
 
 @pytest.mark.parametrize("recipe", sorted(GEMMS))
 def test_the_tile_rule_chooses_alike_on_both_l2_sizes_of_the_family(recipe: str) -> None:
-    sys.path.insert(0, str(REPO / "bench" / "kernels"))
     import exact_gemm_table
 
     tiles = exact_gemm_table.load_tiles_module()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hfcache_support import (
+from checkhelpers.hfcache_support import (
     NIXPKGS_DOUBLES,
     RECIPE_PATH,
     WEIGHTS_BUILDERS,
@@ -26,7 +26,7 @@ from hfcache_support import (
     shellcheck_as_nixpkgs,
     write_locked,
 )
-from test_hfcache import DRAFTER_FILES, MODEL_FILES
+from checkhelpers.hub_files import DRAFTER_FILES, MODEL_FILES
 
 pytestmark = pytest.mark.nix  # every test evaluates with the real nix-instantiate
 
@@ -147,7 +147,7 @@ def test_capacity_batteries_check_every_answer_against_one_reference_with_reques
 def test_capacity_variants_use_flags_sglang_0_5_20_parses() -> None:
     """The flags as the released 0.5.20 tree declares them: `--cuda-graph-max-bs` is gone there (its
     fields are cuda_graph_max_bs_decode/_prefill, in srt/arg_groups/fields/exec_.py)."""
-    from released_wheels import unpacked_wheel
+    from checkhelpers.released_wheels import unpacked_wheel
 
     fields = unpacked_wheel("sglang", "0.5.20") / "sglang" / "srt" / "arg_groups" / "fields"
     declared = "".join(p.read_text() for p in fields.glob("*.py"))
@@ -225,7 +225,7 @@ def test_every_step_but_the_references_is_a_check_reading_one_run_on_the_card(
 def test_the_run_calls_the_runner_whole_on_the_plan(locked: dict[str, Path]) -> None:
     """The run's builder is one call of `bitexact-gpu-checks run` with the plan Nix wrote for the recipe,
     both trees and their launchers, the kernel checks, the series and the goldens: the invocation a GPU
-    host without Nix makes (checks/e2e/host.sh). Its exit status is kept, not raised."""
+    host without Nix makes (lab/card/host.sh). Its exit status is kept, not raised."""
     got = gpu_checks(
         locked, "{ script = g.run.script; plan = g.planFile.text; inputs = g.run.nativeBuildInputs; }"
     )

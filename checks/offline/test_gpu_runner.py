@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from driver_standins import H200, install_driver, nvml_env
-from net_support import free_port
+from checkhelpers.driver_standins import H200, install_driver, nvml_env
+from checkhelpers.net_support import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 PLAN = REPO / "checks" / "plans" / "e2e-tiny-hybrid.json"
 RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
-STANDIN = Path(__file__).with_name("standin_launcher.py")
 # The long prompts and prefixes shortened to what the canned server holds (its /server_info says 2042
 # tokens a request), so that every command of the plan runs; needs are recomputed as the plan's rule
 # (nix/lib/gpu-batteries.nix needsIn) does.
@@ -71,7 +70,9 @@ def host(tmp_path: Path, card: dict[str, str]) -> dict[str, Any]:
     for tree in ("patched", "stock"):
         (tmp_path / tree / "sglang" / "srt").mkdir(parents=True)
         launcher = tmp_path / f"launch-{tree}"
-        launcher.write_text(f'#!/bin/sh\nSTANDIN_TREE={tree} exec {sys.executable} {STANDIN} "$@"\n')
+        launcher.write_text(
+            f'#!/bin/sh\nSTANDIN_TREE={tree} exec {sys.executable} -m checkhelpers.standin_launcher "$@"\n'
+        )
         launcher.chmod(0o755)
         made[tree] = launcher
     (tmp_path / "patched" / "sglang" / "srt" / "bitexact_manifest.json").write_text("{}\n")

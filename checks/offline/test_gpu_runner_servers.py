@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from checkhelpers.net_support import free_port
 from gpuchecks import ports, servers
-from net_support import free_port
 
 # A stand-in for SGLang's readiness endpoint: what servers.Server polls (GET /health_generate -> 200).
 HEALTH_SERVER = textwrap.dedent(

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from driver_standins import (
+from checkhelpers.driver_standins import (
     H100_NVL,
     H100_PCIE,
     H100_SXM,

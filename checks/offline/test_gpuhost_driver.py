@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from driver_standins import DRIVER_VERSION, install_driver
+from checkhelpers.driver_standins import DRIVER_VERSION, install_driver
 from gpuhost.driver import (
     NIXOS_DIR,
     OVERRIDE_VAR,

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from driver_standins import DRIVER_VERSION, H200, MAX_Q, Card, install_driver, nvml_env
+from checkhelpers.driver_standins import DRIVER_VERSION, H200, MAX_Q, Card, install_driver, nvml_env
 from gpuhost.driver import OVERRIDE_VAR
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hfcache_support import RECIPE_PATH, materialize, nix_error, nix_eval, nix_str, nix_value, write_repo
-from released_wheels import unpacked_wheel
+from checkhelpers.hfcache_support import (
+    RECIPE_PATH,
+    materialize,
+    nix_error,
+    nix_eval,
+    nix_str,
+    nix_value,
+    write_repo,
+)
+from checkhelpers.hub_files import DRAFTER_FILES, MODEL_FILES, resolve_offline
 
 # One test (the fixture manifests against pinlock's schema) needs no Nix; it rides along.
 pytestmark = pytest.mark.nix  # every test evaluates with the real nix-instantiate
@@ -23,17 +28,6 @@ RECIPE = json.loads(RECIPE_PATH.read_text())
 MODEL = RECIPE["model"]
 DRAFTER = RECIPE["drafter"]
 HF = "(import ./nix/lib/hf-cache.nix)"
-
-# Stand-ins for the real repos' small files (the real ones are ~55 GB): real bytes, real hashes.
-MODEL_FILES = {
-    "config.json": b'{"architectures": ["Qwen3ForCausalLM"]}',
-    "model-00001-of-00002.safetensors": b"\x08\x00\x00\x00\x00\x00\x00\x00{}      shard one",
-    "model-00002-of-00002.safetensors": b"\x08\x00\x00\x00\x00\x00\x00\x00{}      shard two",
-    "model.safetensors.index.json": b'{"weight_map": {}}',
-    "tokenizer.json": b"{}",
-    ".gitattributes": b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n",
-}
-DRAFTER_FILES = {"config.json": b'{"architectures": ["DFlashDraftModel"]}', "model.safetensors": b"drafter"}
 
 
 @pytest.fixture()
@@ -166,29 +160,6 @@ def test_layout_plan(weights: dict[str, Any]) -> None:
             "files": [{"path": p, "size": len(d)} for p, d in sorted(DRAFTER_FILES.items())],
         }
     ]
-
-
-RESOLVE = """
-import json, sys
-from huggingface_hub import hf_hub_download, snapshot_download
-out = {"version": __import__("huggingface_hub").__version__}
-for repo in sys.argv[1:]:
-    out[repo] = {
-        "snapshot": snapshot_download(repo),
-        "config": open(hf_hub_download(repo, "config.json"), "rb").read().decode(),
-    }
-print(json.dumps(out))
-"""
-
-
-def resolve_offline(cache: Path, repos: list[str]) -> subprocess.CompletedProcess[str]:
-    """Ask the real huggingface_hub 1.32.0, offline, for each repo as `--model-path <repo>` does."""
-    tree = unpacked_wheel("huggingface_hub", "1.32.0")
-    env = {**os.environ, "PYTHONPATH": str(tree), "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache)}
-    env.pop("HF_HOME", None)
-    return subprocess.run(
-        [sys.executable, "-c", RESOLVE, *repos], capture_output=True, text=True, env=env, timeout=120
-    )
 
 
 @pytest.mark.network  # huggingface_hub's released wheel

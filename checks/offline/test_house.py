@@ -1,6 +1,6 @@
 """The house's rules, held from the repository's own files (house_rules.py reads them): no import circle
 among its modules, no module over 700 lines, nothing in the product (pkgs/, images/, nix/) importing the
-lab (bench/) or the test helpers (checks/offline/), README's layout naming exactly the top-level folders,
+lab (lab/) or the test helpers (checks/offline/), README's layout naming exactly the top-level folders,
 and no `sys.path` edit outside the files that make one today (the lab's move takes them out; a new edit
 fails). Each rule is also run on a small tree built to break it, so that none can pass by finding nothing.
 
@@ -12,74 +12,14 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-import house_rules as house
 import pytest
+from checkhelpers import house_rules as house
 
 REPO = Path(__file__).resolve().parents[2]
 
 # The files that edit sys.path today: the lab's move to installed packages removes these edits, and each
 # file leaves this list when its edit goes. No file joins it.
-SYS_PATH_EDITS_TO_REMOVE = {
-    "bench/kernels/bench_attn_prefetch.py",
-    "bench/kernels/bench_attn_verify.py",
-    "bench/kernels/bench_exact_gemm.py",
-    "bench/kernels/bench_gdn_verify.py",
-    "bench/kernels/bench_smallm.py",
-    "bench/kernels/bench_smallm_sweep.py",
-    "bench/kernels/ptx_resources.py",
-    "bench/kernels/smallm_interpret.py",
-    "bench/perf/model_27b.py",
-    "bench/perf/prefill.py",
-    "bench/perf/router.py",
-    "bench/upstream_eval/evaluate.py",
-    "checks/e2e/assemble.py",
-    "checks/e2e/runner_args.py",
-    "checks/offline/attn_rows_interpret.py",
-    "checks/offline/bitexact/bx_fuzz_run.py",
-    "checks/offline/bitexact/conftest.py",
-    "checks/offline/bitexact/test_bitexact_gates.py",
-    "checks/offline/bitexact/test_bitexact_golden_landing.py",
-    "checks/offline/bitexact/test_bitexact_input_classes.py",
-    "checks/offline/bitexact/test_bitexact_ownership.py",
-    "checks/offline/bitexact/test_bitexact_paths.py",
-    "checks/offline/bitexact/test_bitexact_resume_keys.py",
-    "checks/offline/bitexact/test_bitexact_warm.py",
-    "checks/offline/bitexact/test_bitexact_warm_gates.py",
-    "checks/offline/bitexact/test_bitexact_warm_short.py",
-    "checks/offline/canned_sglang.py",
-    "checks/offline/conftest.py",
-    "checks/offline/exact_gemm_interpret.py",
-    "checks/offline/gdn_snapshot_interpret.py",
-    "checks/offline/readme_commands.py",
-    "checks/offline/reliability_cases_http.py",
-    "checks/offline/reliability_run.py",
-    "checks/offline/reliability_setup.py",
-    "checks/offline/route_interpreter.py",
-    "checks/offline/sandbox_selection.py",
-    "checks/offline/test_battery_commands.py",
-    "checks/offline/test_bench_attn_plans.py",
-    "checks/offline/test_bench_attn_prefetch.py",
-    "checks/offline/test_e2e_assemble.py",
-    "checks/offline/test_entrypoint.py",
-    "checks/offline/test_exact_gemm_interpreter.py",
-    "checks/offline/test_exact_gemm_tiles.py",
-    "checks/offline/test_golden_families.py",
-    "checks/offline/test_kernel_checks_series.py",
-    "checks/offline/test_perf_breakdown.py",
-    "checks/offline/test_perf_estimate.py",
-    "checks/offline/test_perf_model.py",
-    "checks/offline/test_perf_prefill.py",
-    "checks/offline/test_perf_reuse.py",
-    "checks/offline/test_perf_run.py",
-    "checks/offline/test_perf_servers.py",
-    "checks/offline/test_perf_targets.py",
-    "checks/offline/test_reliability.py",
-    "checks/offline/test_sglang_patches.py",
-    "checks/offline/test_smallm_interpreter.py",
-    "checks/offline/test_smallm_tiles.py",
-    "checks/offline/test_upstream_eval.py",
-    "checks/offline/wheel_members.py",
-}
+SYS_PATH_EDITS_TO_REMOVE: set[str] = set()
 
 
 def plant(root: Path, files: dict[str, str]) -> Path:
@@ -167,10 +107,10 @@ def test_a_circle_through_a_folder_a_sys_path_edit_names_is_found(tmp_path: Path
         {
             "checks/offline/conftest.py": (
                 "import sys\nfrom pathlib import Path\n"
-                'sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "perf"))\n'
+                'sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "lab" / "perf"))\n'
             ),
             "checks/offline/test_x.py": "import lab_run\n",
-            "bench/perf/lab_run.py": (
+            "lab/perf/lab_run.py": (
                 "import sys\nfrom pathlib import Path\n"
                 "REPO = Path(__file__).resolve().parents[2]\n"
                 'sys.path[:0] = [str(REPO / "checks" / "offline")]\n'
@@ -178,15 +118,15 @@ def test_a_circle_through_a_folder_a_sys_path_edit_names_is_found(tmp_path: Path
             ),
         },
     )
-    assert graph_of(tmp_path).cycles() == [["bench/perf/lab_run.py", "checks/offline/test_x.py"]]
+    assert graph_of(tmp_path).cycles() == [["checks/offline/test_x.py", "lab/perf/lab_run.py"]]
 
 
 def test_a_module_over_the_limit_is_named(tmp_path: Path) -> None:
     plant(
         tmp_path,
-        {"bench/long.py": "x = 1\n" * 701, "bench/full.py": "x = 1\n" * 700, ".venv/big.py": "x\n" * 900},
+        {"lab/long.py": "x = 1\n" * 701, "lab/full.py": "x = 1\n" * 700, ".venv/big.py": "x\n" * 900},
     )
-    assert house.long_modules(tmp_path, house.python_files(tmp_path)) == ["bench/long.py: 701 lines"]
+    assert house.long_modules(tmp_path, house.python_files(tmp_path)) == ["lab/long.py: 701 lines"]
 
 
 def test_a_product_import_of_the_lab_or_the_test_helpers_is_named(tmp_path: Path) -> None:
@@ -198,46 +138,54 @@ def test_a_product_import_of_the_lab_or_the_test_helpers_is_named(tmp_path: Path
             "pkgs/p/src/pp/other.py": "import json\n",
             "pkgs/p/src/pp/lab_user.py": (
                 "import sys\nfrom pathlib import Path\n"
-                'sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "bench" / "perf"))\n'
+                'sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "lab" / "perf"))\n'
                 "import perf_model\n"
             ),
+            "pkgs/p/src/pp/lab_package_user.py": "def f():\n    from lab.perf import perf_model\n",
             "images/e/src/ent/main.py": "import canned_helper\n",
-            "bench/perf/perf_model.py": "",
+            "lab/__init__.py": "",
+            "lab/perf/__init__.py": "",
+            "lab/perf/perf_model.py": "",
+            "images/e/src/ent/helped.py": "from checkhelpers import servers\n",
             "checks/offline/canned_helper.py": "",
+            "checks/offline/checkhelpers/__init__.py": "",
+            "checks/offline/checkhelpers/servers.py": "",
         },
     )
     assert graph_of(tmp_path).product_imports_of_lab() == [
+        "images/e/src/ent/helped.py imports checks/offline/checkhelpers/servers.py",
         "images/e/src/ent/main.py imports canned_helper, which only checks/offline/canned_helper.py provides",
-        "pkgs/p/src/pp/lab_user.py imports bench/perf/perf_model.py",
+        "pkgs/p/src/pp/lab_package_user.py imports lab, the lab's package (lab/)",
+        "pkgs/p/src/pp/lab_user.py imports lab/perf/perf_model.py",
     ]
 
 
-LAYOUT = "# R\n\n## Layout\n\n```text\nbench/     the lab\ndocs/      pages\n```\n"
+LAYOUT = "# R\n\n## Layout\n\n```text\nlab/     the lab\ndocs/      pages\n```\n"
 
 
 def test_a_readme_layout_that_lacks_or_invents_a_folder_is_named() -> None:
-    assert house.layout_problems(LAYOUT, {"bench", "docs"}) == []
-    assert house.layout_problems(LAYOUT, {"bench", "docs", "pkgs"}) == ["README's layout does not name pkgs/"]
-    assert house.layout_problems(LAYOUT, {"bench"}) == [
+    assert house.layout_problems(LAYOUT, {"lab", "docs"}) == []
+    assert house.layout_problems(LAYOUT, {"lab", "docs", "pkgs"}) == ["README's layout does not name pkgs/"]
+    assert house.layout_problems(LAYOUT, {"lab"}) == [
         "README's layout names docs/, which the repository has not"
     ]
     with pytest.raises(AssertionError, match="no ```text block under '## Layout'"):
-        house.layout_problems("# R\n", {"bench"})
+        house.layout_problems("# R\n", {"lab"})
 
 
 def test_a_new_sys_path_edit_fails_and_a_removed_one_leaves_the_list(tmp_path: Path) -> None:
     plant(
         tmp_path,
         {
-            "bench/a.py": "import sys\nsys.path.append('x')\n",
-            "bench/b.py": "import sys\n\ndef f():\n    sys.path[:0] = ['y']\n",
-            "bench/c.py": "import sys\nprint(sys.path)\ncode = 'import sys; sys.path.insert(0, 1)'\n",
+            "lab/a.py": "import sys\nsys.path.append('x')\n",
+            "lab/b.py": "import sys\n\ndef f():\n    sys.path[:0] = ['y']\n",
+            "lab/c.py": "import sys\nprint(sys.path)\ncode = 'import sys; sys.path.insert(0, 1)'\n",
             "checks/offline/d.py": "import sys\nsys.path.insert(0, 'z')\n",
         },
     )
     editors = house.sys_path_editors(tmp_path, house.python_files(tmp_path))
-    assert editors == {"bench/a.py", "bench/b.py", "checks/offline/d.py"}
-    assert house.path_edit_problems(editors, {"bench/a.py", "bench/b.py", "bench/c.py"}) == [
+    assert editors == {"lab/a.py", "lab/b.py", "checks/offline/d.py"}
+    assert house.path_edit_problems(editors, {"lab/a.py", "lab/b.py", "lab/c.py"}) == [
         "checks/offline/d.py edits sys.path: import what it needs as an installed package",
-        "bench/c.py no longer edits sys.path: take it off the list",
+        "lab/c.py no longer edits sys.path: take it off the list",
     ]

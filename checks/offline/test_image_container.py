@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from driver_standins import DRIVER_VERSION, H200, MAX_Q, install_driver, nvml_env
-from engine_trees import patched_tree
-from hfcache_support import RECIPE_PATH, REPO, materialize, nix_eval, nix_str, write_locked
-from nix_layout_rootfs import Rootfs
-from wheel_members import locked_member
+from checkhelpers.driver_standins import DRIVER_VERSION, H200, MAX_Q, install_driver, nvml_env
+from checkhelpers.engine_trees import patched_tree
+from checkhelpers.hfcache_support import RECIPE_PATH, REPO, materialize, nix_eval, nix_str, write_locked
+from checkhelpers.nix_layout_rootfs import Rootfs
+from checkhelpers.wheel_members import locked_member
 
 pytestmark = [pytest.mark.docker, pytest.mark.network, pytest.mark.nix]
 
@@ -213,8 +213,10 @@ def image(docker: list[str], tmp_path_factory: pytest.TempPathFactory) -> dict[s
     entrypoint = rootfs.add_script(
         entrypoint_store,
         "bitexact-entrypoint",
-        f"import sys\nsys.path.insert(0, {entrypoint_store + '/lib'!r})\n"
-        "from image_entrypoint.main import main\nsys.exit(main())\n",
+        # what makeWrapper writes in images/image.nix: the store's lib before PYTHONPATH, then `-m`
+        f"import os, sys\nlib = {entrypoint_store + '/lib'!r}\n"
+        "os.environ['PYTHONPATH'] = os.pathsep.join(filter(None, [lib, os.environ.get('PYTHONPATH')]))\n"
+        f"os.execv({rootfs.python!r}, [{rootfs.python!r}, '-m', 'image_entrypoint.main', *sys.argv[1:]])\n",
     )
     server_store = rootfs.add_tree("bitexact-server", {})
     rootfs.add_script(

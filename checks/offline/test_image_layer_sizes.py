@@ -12,7 +12,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from hfcache_support import REPO
+from checkhelpers.hfcache_support import REPO
 
 SCRIPT = REPO / "images" / "layer_sizes.py"
 

@@ -6,19 +6,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from hfcache_support import (
+from checkhelpers.hfcache_support import (
     NIXPKGS_DOUBLES,
     RECIPE_PATH,
-    WEIGHTS_BUILDERS,
     nix_error,
     nix_eval,
     nix_str,
     write_locked,
 )
-from test_hfcache import DRAFTER_FILES, MODEL_FILES
+from checkhelpers.hub_files import DRAFTER_FILES, MODEL_FILES
+from checkhelpers.image_eval import ADAPTER, image
 
 pytestmark = pytest.mark.nix  # every test evaluates with the real nix-instantiate
 
@@ -39,29 +38,6 @@ def fetched_paths(locked: dict[str, Path]) -> dict[str, dict[str, str]]:
         "recipe = builtins.fromJSON (builtins.readFile ./nix/recipes/qwen3.8-27b-exact.json); "
         f"manifestsDir = /. + {nix_str(str(locked['manifests']))}; }}; "
         "in builtins.mapAttrs (r: builtins.mapAttrs (p: f: f.outPath)) w.files"
-    )
-
-
-def image(locked: dict[str, Path] | None, server: str = "/fake-store/server") -> Any:
-    """The recorded buildImage arguments; layers as their recorded buildLayer arguments."""
-    weights = (
-        f"import ./pkgs/weights/default.nix {{ {WEIGHTS_BUILDERS} "
-        f"inherit recipe; manifestsDir = /. + {nix_str(str(locked['manifests']))}; }}"
-        if locked
-        else "null"
-    )
-    return nix_eval(
-        f"let d = {NIXPKGS_DOUBLES}; "
-        "recipe = builtins.fromJSON (builtins.readFile ./nix/recipes/qwen3.8-27b-exact.json); "
-        "img = import ./images/image.nix { inherit (d) lib runCommand writeText makeWrapper; "
-        "inherit (d) nix2container; "
-        f"inherit recipe; recipeFile = ./nix/recipes/qwen3.8-27b-exact.json; server = {nix_str(server)}; "
-        f'python = "/fake-store/python"; weights = {weights}; }}; '
-        # Layers nest (a layer lists the layers below it); flatten each to its deps' paths and names.
-        "show = l: { deps = map toString l.deps; below = map (x: x.metadata.created_by) (l.layers or [ ]); "
-        "maxLayers = l.maxLayers or 1; created_by = l.metadata.created_by; }; "
-        "in img // { layers = map show img.layers; copyToRoot = map toString img.copyToRoot; "
-        "perms = map (p: p // { path = toString p.path; }) img.perms; }"
     )
 
 
@@ -140,13 +116,6 @@ def test_root_filesystem_permissions() -> None:
     assert by_regex["/tmp$"]["mode"] == "1777" and by_regex["/tmp$"]["path"] == rootfs
     cache = by_regex["/var/cache/bitexact(/home)?$"]
     assert (cache["uid"], cache["gid"]) == (1000, 1000)
-
-
-ADAPTER = (
-    "import ./images/default.nix { pkgs = d; inherit (d) nix2container; "
-    "recipe = builtins.fromJSON (builtins.readFile ./nix/recipes/qwen3.8-27b-exact.json); "
-    'mkServer = args: { outPath = "/fake-store/server"; passthru.venv = "/fake-store/venv"; }; }'
-)
 
 
 def test_the_outputs_adapter_without_manifests() -> None:

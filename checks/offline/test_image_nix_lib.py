@@ -4,7 +4,7 @@ gpu-batteries that the `nix-lib-weights-images` CPU flake check also runs) with 
 from __future__ import annotations
 
 import pytest
-from hfcache_support import nix_eval
+from checkhelpers.hfcache_support import nix_eval
 
 pytestmark = pytest.mark.nix  # every test evaluates with the real nix-instantiate
 

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hfcache_support import RECIPE_PATH, nix_error, nix_eval, nix_str, nix_value
+from checkhelpers.hfcache_support import RECIPE_PATH, nix_error, nix_eval, nix_str, nix_value
 
 pytestmark = pytest.mark.nix  # every test evaluates with the real nix-instantiate
 

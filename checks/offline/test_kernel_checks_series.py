@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
-from released_wheels import unpacked_wheel
-from sglang_series import SERIES, apply_series, copy_touched, touched_files
+import series  # checks/gpu/series.py, installed from checks/gpu
+from checkhelpers.released_wheels import unpacked_wheel
+from checkhelpers.sglang_series import SERIES, apply_series, copy_touched, touched_files
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "checks" / "gpu"))
-import series  # noqa: E402  (checks/gpu/series.py)
 
 GDN_BACKEND = "sglang/srt/layers/attention/linear/gdn_backend.py"
 

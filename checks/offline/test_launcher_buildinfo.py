@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 from bitexact.history import read_build_info
+from checkhelpers.released_wheels import unpacked_wheel
+from checkhelpers.sglang_series import apply_series, copy_touched
 from exactlaunch.buildinfo import _TORCH_CUDA, build_info, torch_cuda, tree_digest
 from exactlaunch.manifest import MANIFEST
-from released_wheels import unpacked_wheel
-from sglang_series import apply_series, copy_touched
 
 REPO = Path(__file__).resolve().parents[2]
 # the launcher and the packages it imports: gpuhost and exactformats

@@ -22,9 +22,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from driver_standins import H100_SXM, MAX_Q, RTX_5090, Card, compiler, install_driver, nvml_env
+from checkhelpers.driver_standins import H100_SXM, MAX_Q, RTX_5090, Card, compiler, install_driver, nvml_env
+from checkhelpers.fuzz_settings import fuzz
 from exactformats import cache_home
-from fuzz_settings import fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 

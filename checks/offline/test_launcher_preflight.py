@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from driver_standins import install_driver
+from checkhelpers.driver_standins import install_driver
+from checkhelpers.released_wheels import unpacked_wheel
+from checkhelpers.sglang_series import apply_patch, apply_series, copy_touched
 from exactlaunch import cli, load_recipe, manifest, preflight
 from exactlaunch.preflight import check_deep_gemm, check_sglang, header_is_fenced, read_applied
-from released_wheels import unpacked_wheel
-from sglang_series import apply_patch, apply_series, copy_touched
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE_PATH = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"

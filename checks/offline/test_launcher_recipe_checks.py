@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_capture import run_main
+from checkhelpers.cli_capture import run_main
 from exactlaunch import cli, values
 from exactlaunch.environment import DECIDED_VARS, build_env
 from exactlaunch.recipe import RecipeError, parse_recipe

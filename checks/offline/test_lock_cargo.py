@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from lock_testing import git_archive, git_repo, nix_unpacked_sri
+from checkhelpers.lock_testing import git_archive, git_repo, nix_unpacked_sri
 from pinlock import commands
 from pinlock.cargo import GitDependency, committed_locks_present, git_dependencies, output_hashes
 from pinlock.pins import CARGO_LOCKS, CARGO_PIN, PinError

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from lock_testing import nix
+from checkhelpers.lock_testing import nix
 from pinlock.cli import _parser, main
 from pinlock.pins import PinError, find_root, read_json, write_json
 

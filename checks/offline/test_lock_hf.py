@@ -1,5 +1,5 @@
 """pinlock's weights manifests against huggingface_hub itself, offline: a stand-in Hub on 127.0.0.1 serving
-real git repositories (checks/offline/hub_standin.py, written from huggingface_hub's source), hub caches
+real git repositories (checkhelpers/hub_standin.py, written from huggingface_hub's source), hub caches
 written by huggingface_hub (the server lock's 1.32.0 from its released wheel, and the installed version),
 and expected manifests computed here with hashlib from the bytes served."""
 
@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hub_standin import HubRepo, HubStandIn
+from checkhelpers.hub_standin import HubRepo, HubStandIn
+from checkhelpers.released_wheels import unpacked_wheel
 from pinlock import commands, hub, net
 from pinlock.cli import main as pinlock_main
 from pinlock.hf import ManifestError, manifest_filename, validate_manifest
 from pinlock.pins import PinError
-from released_wheels import unpacked_wheel
 
 REPO = "Acme/Tiny-Model"
 OTHER = "Acme/Other-Model"

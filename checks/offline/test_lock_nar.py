@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from lock_testing import nix
+from checkhelpers.lock_testing import nix
 from pinlock.nar import from_sri, nar_hash, nar_sha256, nar_stream, nix32, sri
 
 

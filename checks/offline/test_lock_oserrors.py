@@ -23,11 +23,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from fuzz_settings import fuzz
+from checkhelpers.fuzz_settings import fuzz
+from checkhelpers.reliability_setup import hub_cache
 from hypothesis import given
 from hypothesis import strategies as st
 from pinlock.nar import nar_hash
-from reliability_setup import hub_cache
 
 REPO = Path(__file__).resolve().parents[2]
 REV = "a" * 40

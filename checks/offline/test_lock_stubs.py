@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from checkhelpers.released_wheels import cache_dir
 from pinlock import commands, net
 from pinlock.hf import sha256_file
 from pinlock.nar import sri
 from pinlock.stubs import IndexFile, parse_simple_index, sdist_only, sdist_pyproject, select_wheel, stub_index
-from released_wheels import cache_dir
 
 REPO = Path(__file__).resolve().parents[2]
 UV_LOCK = REPO / "pkgs" / "server-env" / "uv.lock"

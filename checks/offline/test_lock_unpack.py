@@ -9,7 +9,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from lock_testing import git_archive, git_repo, nix, nix_unpacked_sri
+from checkhelpers.lock_testing import git_archive, git_repo, nix, nix_unpacked_sri
 from pinlock.nar import nar_hash
 from pinlock.unpack import UnpackError, git_export_caveats, unpack_tarball
 

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hfcache_support import NIXPKGS_DOUBLES, nix_eval
+from checkhelpers.hfcache_support import NIXPKGS_DOUBLES, nix_eval
 
 pytestmark = pytest.mark.nix  # evaluates with the real nix-instantiate
 

@@ -5,7 +5,6 @@ nix/tools/wheel_elf_needs.py reads what readelf reads."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -13,10 +12,10 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+import wheel_elf_needs  # nix/tools, installed as bitexact-nix-tools
 
 ROOT = Path(__file__).resolve().parents[2]
 NEEDS = ROOT / "pkgs" / "server-env" / "elf-needs.json"
@@ -24,20 +23,9 @@ AUDIT = ROOT / "pkgs" / "server-env" / "elf-dlopen.json"
 LOCK = ROOT / "pkgs" / "server-env" / "uv.lock"
 
 
-def tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "wheel_elf_needs", ROOT / "nix" / "tools" / "wheel_elf_needs.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def locked_312() -> dict[str, str]:
     lock = tomllib.loads(LOCK.read_text())
-    mod = tool()
+    mod = wheel_elf_needs
     return {p["name"]: p["version"] for p in lock["package"] if mod.for_python312(p)}
 
 
@@ -58,7 +46,7 @@ def test_only_known_sdist_only_packages() -> None:
     # pkgs/server-env/fixups.nix handles these (cuda-tile: a wheel stub, pinned to its real wheel);
     # any other package without a CPython 3.12 x86_64 wheel needs its build system added there.
     lock = tomllib.loads(LOCK.read_text())
-    mod = tool()
+    mod = wheel_elf_needs
     sdist_only = {
         p["name"]
         for p in lock["package"]
@@ -129,7 +117,7 @@ def test_every_wheel_that_loads_the_driver_gets_the_driver_runpath() -> None:
     """A wheel whose libraries need or name a driver library (libcudart dlopens libcuda.so.1 and has no
     RUNPATH) gets autoAddDriverRunpath: the plan's `driver`."""
     planned = plan()
-    mod = tool()
+    mod = wheel_elf_needs
     audit = json.loads(AUDIT.read_text())["packages"]
     loads_driver = {n for n, e in audit.items() if any(i["driver"] for i in e["libraries"].values())}
     needs_driver = {
@@ -146,7 +134,7 @@ def test_every_wheel_that_loads_the_driver_gets_the_driver_runpath() -> None:
 
 
 def test_unversioned_mentions_name_the_versioned_files() -> None:
-    mod = tool()
+    mod = wheel_elf_needs
     data = b"\0libcudnn_ops.so\0%s/libnvrtc.so.13\0xlibnot.so.1\0/usr/lib/libcuda.so.1\0"
     assert mod.mentioned_sonames(data) == {"libcudnn_ops.so", "libnvrtc.so.13", "libcuda.so.1"}
     assert mod._names("libcudnn_ops.so", "libcudnn_ops.so.9")
@@ -179,12 +167,12 @@ def test_the_cuda_wheels_that_need_siblings_are_covered() -> None:
     ],
 )
 def test_wheel_choice_is_cpython312_glibc_x86_64(name: str, rank: int | None) -> None:
-    assert tool().wheel_rank(name) == rank
+    assert wheel_elf_needs.wheel_rank(name) == rank
 
 
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf (binutils) not installed")
 def test_elf_reader_agrees_with_readelf() -> None:
-    mod = tool()
+    mod = wheel_elf_needs
     candidates = [
         Path(sys.executable).resolve(),
         Path(shutil.which("nix-instantiate") or shutil.which("ls") or "/bin/ls").resolve(),

@@ -4,7 +4,6 @@ flake's output shape evaluates offline (nixpkgs is not fetched for it)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -12,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checkhelpers.flake_eval import SYSTEM, flake_eval
 
 ROOT = Path(__file__).resolve().parents[2]
-SYSTEM = "x86_64-linux"
-
 pytestmark = [
     pytest.mark.nix,
     pytest.mark.skipif(shutil.which("nix-instantiate") is None, reason="nix-instantiate not on PATH"),
@@ -107,30 +105,10 @@ def test_nixpkgs_is_shared_by_every_input_but_nix2container() -> None:
     # nix2container keeps the nixpkgs its skopeo patch and vendorHash were tested with: a node of its
     # own, as its flake.nix declares it (github:NixOS/nixpkgs, no ref). That its locked revision is
     # the one in nix2container's own flake.lock is checked against the real file by
-    # bench/upstream_eval (the snapshot is not reachable from CI).
+    # lab/upstream_eval (the snapshot is not reachable from CI).
     own = nodes["nix2container"]["inputs"]["nixpkgs"]
     assert isinstance(own, str) and own != nodes["root"]["inputs"]["nixpkgs"], own
     assert nodes[own]["original"] == {"owner": "NixOS", "repo": "nixpkgs", "type": "github"}
-
-
-def flake_eval(attr: str) -> subprocess.CompletedProcess[str]:
-    config = "\n".join(
-        [
-            os.environ.get("NIX_CONFIG", ""),
-            "experimental-features = nix-command flakes",
-            "substituters =",
-            "build-users-group =",
-            "sandbox = false",
-        ]
-    )
-    return subprocess.run(
-        ["nix", "eval", "--no-update-lock-file", "--json", f".#{attr}", "--apply", "builtins.attrNames"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "NIX_CONFIG": config},
-    )
 
 
 @pytest.mark.skipif(

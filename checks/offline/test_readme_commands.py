@@ -11,10 +11,10 @@ import re
 import shutil
 
 import pytest
-from hfcache_support import NIXPKGS_DOUBLES, nix_eval
-from readme_commands import REPO, Flake, code_lines, problems_in, simple_commands
-from test_image_nix import ADAPTER, image
-from test_nix_parse import SYSTEM, flake_eval
+from checkhelpers.flake_eval import SYSTEM, flake_eval
+from checkhelpers.hfcache_support import NIXPKGS_DOUBLES, nix_eval
+from checkhelpers.image_eval import ADAPTER, image
+from checkhelpers.readme_commands import REPO, Flake, code_lines, problems_in, simple_commands
 
 pytestmark = [
     pytest.mark.nix,

@@ -10,10 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import reliability_catalogue as catalogue  # noqa: E402
-import reliability_run as runner  # noqa: E402
+from checkhelpers import reliability_catalogue as catalogue
+from checkhelpers import reliability_run as runner
 
 PAGE = catalogue.REPO / "docs" / "reliability.md"
 MOUNTABLE = runner.can_mount()

@@ -1,12 +1,14 @@
 """The `python-offline-tests` flake check (nix/python-offline-tests.nix) as far as it runs here.
 
 Its source (nix/lib/source-subset.nix) is built with the real Nix, and the sandbox selection
-(sandbox_selection.py: the tests marked neither `network` nor `nix`) runs over exactly that source in a
-fresh network namespace (`unshare --net`, loopback only), with every `nix*` executable hidden from PATH,
-an empty wheel cache and an empty HOME. A test that downloads or runs Nix without its marker, or reads a
-file the source leaves out, fails here rather than in the flake check. What cannot run here is nixpkgs'
-Python environment: the check's derivation is evaluated against recording doubles, and its package list
-is checked against what the source imports.
+(checkhelpers/sandbox_selection.py: the tests marked neither `network` nor `nix`) runs over exactly that
+source in a fresh network namespace (`unshare --net`, loopback only), with every `nix*` executable hidden from
+PATH, an empty wheel cache and an empty HOME, by a throwaway Python environment: the repository's own projects
+installed into it from wheels (as the flake check's Python holds them, not editable), the third-party packages
+those of this test's own environment, which is never changed for it. A test that downloads or runs Nix without
+its marker, or reads a file the source leaves out, fails here rather than in the flake check. What cannot run
+here is nixpkgs' Python environment: the check's derivation is evaluated against recording doubles, and its
+package list is checked against what the source imports.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hfcache_support import NIX_CONFIG, NIXPKGS_DOUBLES, nix_error, nix_eval, nix_str
+from checkhelpers.hfcache_support import NIX_CONFIG, NIXPKGS_DOUBLES, nix_error, nix_eval, nix_str
 
 pytestmark = pytest.mark.nix  # the source is built with nix-instantiate
 
@@ -105,7 +108,7 @@ def test_the_check_is_a_sandboxed_build_of_the_selection() -> None:
         "doubles = { "
         "runCommand = name: env: script: env // { inherit name script; }; "
         "python3.withPackages = f: { env = f ps; }; "
-        'git = "/fake-store/git"; util-linux = "/fake-store/util-linux"; }; '
+        'git = "/fake-store/git"; }; '
         "drv = check.check doubles; "
         "in { inherit (drv) name script; attrs = builtins.attrNames drv; "
         "tools = builtins.tail drv.nativeBuildInputs; "
@@ -117,8 +120,8 @@ def test_the_check_is_a_sandboxed_build_of_the_selection() -> None:
     script = got["script"]
     assert "export HOME=$TMPDIR" in script
     assert f"cd {got['src']}\n" in script
-    assert "python checks/offline/sandbox_selection.py" in script and "set -o pipefail" in script
-    assert got["tools"] == ["/fake-store/git", "/fake-store/util-linux"]
+    assert "python -m checkhelpers.sandbox_selection" in script and "set -o pipefail" in script
+    assert got["tools"] == ["/fake-store/git"]
     listed = [p for p in got["python"] if isinstance(p, str)]
     assert sorted(listed) == sorted(f"py-{n}" for n in nix_eval(f"{CHECK}.pythonPackages"))
     local = {p["local"]: p for p in got["python"] if isinstance(p, dict)}
@@ -127,7 +130,7 @@ def test_the_check_is_a_sandboxed_build_of_the_selection() -> None:
     assert sorted(local) == sorted(names) and "bitexact-kernel-harness" in names
     for project in projects:
         built = local[project["name"]]
-        deps = [d if d in names else f"py-{d}" for d in project["dependencies"]]
+        deps = [d if d in names else f"py-{d}" for d in project.get("dependencies", [])]
         assert (built["deps"], built["build"]) == (deps, ["py-setuptools"]), project["name"]
         assert built["src"].endswith(f"-{project['name']}-source"), built["src"]
 
@@ -150,7 +153,7 @@ def test_cpu_checks_holds_the_check() -> None:
     got = nix_eval(
         f"let d = {NIXPKGS_DOUBLES}; "
         'pkgs = d // { python3 = d.python3 // { withPackages = f: "/fake-store/python-env"; }; '
-        'git = "/fake-store/git"; util-linux = "/fake-store/util-linux"; }; '
+        'git = "/fake-store/git"; }; '
         "checks = import ./nix/cpu-checks.nix { inherit pkgs; inherit (d) lib; "
         "deep-gemm = null; sglangSrc = null; sglangPatches = [ ]; }; "
         "c = checks.python-offline-tests; "
@@ -159,7 +162,7 @@ def test_cpu_checks_holds_the_check() -> None:
     )
     assert "python-offline-tests" in got["names"] and "nix-lib" in got["names"]
     assert got["name"] == "python-offline-tests"
-    assert got["nativeBuildInputs"] == ["/fake-store/python-env", "/fake-store/git", "/fake-store/util-linux"]
+    assert got["nativeBuildInputs"] == ["/fake-store/python-env", "/fake-store/git"]
     assert f"cd {got['src']}\n" in got["script"]
 
 
@@ -253,12 +256,66 @@ def network_namespace() -> list[str] | None:
     return None
 
 
-NO_NETWORK = REPO / "checks" / "offline" / "no_network"
+NO_NETWORK = REPO / "checks" / "offline" / "no_network" / "sitecustomize.py"
+RUN_SH = REPO / "checks" / "offline" / "run.sh"
+
+
+def local_projects() -> list[str]:
+    """The repository's own projects, as checks/offline/run.sh installs them (its loop is the one list)."""
+    found = re.search(r"^for project in (.+); do$", RUN_SH.read_text(), re.MULTILINE)
+    assert found, f"{RUN_SH} has no `for project in ...; do` install loop to read the projects from"
+    return found[1].split()
+
+
+def bare_environment(dest: Path, blocked: bool) -> Path:
+    """A venv without pip; `blocked`: no_network's sitecustomize in its site-packages, so every process of
+    its Python refuses connections that leave the machine. Its site-packages."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(dest)], check=True, timeout=300)
+    python = dest / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    if blocked:
+        shutil.copy(NO_NETWORK, Path(purelib) / "sitecustomize.py")
+    return Path(purelib)
+
+
+def selection_python(tmp_path: Path, blocked: bool) -> Path:
+    """The throwaway environment's Python: the local projects built into wheels from copies (a build
+    writes into its tree) by this environment's pip and setuptools, installed into it without an index;
+    this environment's site-packages named after them in a .pth file (site's own start-up reading: the
+    third-party packages; PYTHONPATH stays unset), so the projects' own installed copies come first."""
+    wheels, builds = tmp_path / "wheels", tmp_path / "builds"
+    projects = []
+    for project in local_projects():
+        copy = builds / project
+        ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", "test_*.py", "conftest.py")
+        shutil.copytree(REPO / project, copy, ignore=ignore)
+        projects.append(str(copy))
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "--quiet"]
+    built = subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-index", "--no-build-isolation", "-w", str(wheels), *projects],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]
+    venv = tmp_path / "venv"
+    site = bare_environment(venv, blocked)
+    python = venv / "bin" / "python"
+    wheel_files = sorted(str(w) for w in wheels.glob("*.whl"))
+    assert len(wheel_files) == len(projects), wheel_files
+    install = [*pip, "--python", str(python), "install", "--no-deps", "--no-index", *wheel_files]
+    done = subprocess.run(install, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    ours = {p for p in sysconfig.get_paths().values() if p.endswith("-packages")}
+    (site / "third-party-from-the-test-environment.pth").write_text("".join(f"{p}\n" for p in sorted(ours)))
+    return python
 
 
 def run_selection(source: Path, tmp_path: Path, unshare: list[str] | None) -> list[Any]:
     """The selection over `source` with nix hidden, empty caches, and no network: a network namespace
-    where one can be made, else Python's connections blocked (checks/offline/no_network)."""
+    where one can be made, else Python's connections blocked (checks/offline/no_network, in the throwaway
+    environment's site-packages)."""
     env = {
         **os.environ,
         "PATH": path_without_nix(tmp_path / "bin"),
@@ -270,12 +327,10 @@ def run_selection(source: Path, tmp_path: Path, unshare: list[str] | None) -> li
     }
     env.pop("PYTHONPATH", None)
     junit = tmp_path / "junit.xml"
-    script = source / "checks" / "offline" / "sandbox_selection.py"
-    command = [sys.executable, str(script), "-q", f"--junitxml={junit}"]
-    if unshare is None:
-        env["PYTHONPATH"] = str(NO_NETWORK)
-    else:
-        command = [*unshare, *command[:2], "--loopback-up", *command[2:]]
+    python = selection_python(tmp_path, blocked=unshare is None)
+    command = [str(python), "-m", "checkhelpers.sandbox_selection", "-q", f"--junitxml={junit}"]
+    if unshare is not None:
+        command = [*unshare, *command[:3], "--loopback-up", *command[3:]]
     done = subprocess.run(command, cwd=source, env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-4000:]
     return list(ET.parse(junit).getroot().iter("testcase"))
@@ -291,8 +346,9 @@ def test_the_fallback_blocks_python_connections_that_leave_the_machine(tmp_path:
         "except OSError as e:\n"
         "    print('refused:', e)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(NO_NETWORK)}
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
+    bare_environment(tmp_path / "venv", blocked=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "refused:" in done.stdout and "blocked by checks/offline/no_network" in done.stdout
 

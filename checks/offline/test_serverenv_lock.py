@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from checkhelpers.released_wheels import released_wheel
 from packaging.markers import Marker
 from packaging.requirements import Requirement
-from released_wheels import released_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 ENV_DIR = REPO / "pkgs" / "server-env"

@@ -15,7 +15,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from released_wheels import unpacked_wheel
+from checkhelpers.released_wheels import unpacked_wheel
 
 RELEASES = ("0.5.20", "0.5.21")
 DECODE = Path("sglang") / "kernels" / "ops" / "attention" / "decode_attention.py"

@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkhelpers.hfcache_support import NIX_CONFIG, NIXPKGS_DOUBLES, nix_str
+from checkhelpers.lock_testing import git_repo
+from checkhelpers.released_wheels import unpacked_wheel
+from checkhelpers.sglang_series import REPO, SERIES, apply_series, copy_touched
 from exactlaunch import manifest
-from hfcache_support import NIX_CONFIG, NIXPKGS_DOUBLES, nix_str
-from lock_testing import git_repo
-from released_wheels import unpacked_wheel
-from sglang_series import REPO, SERIES, apply_series, copy_touched
 
 FIXTURE_NEEDS = {"release": ("network",)}
 SRC = REPO / "pkgs" / "server" / "src"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hfcache_support import NIX_CONFIG, NIXPKGS_DOUBLES, nix_str
+from checkhelpers.hfcache_support import NIX_CONFIG, NIXPKGS_DOUBLES, nix_str
 
 pytestmark = pytest.mark.nix
 

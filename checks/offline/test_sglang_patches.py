@@ -17,9 +17,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import sglang_tree  # checks/gpu/sglang_tree.py, installed from checks/gpu
+from checkhelpers.released_wheels import REPO_ROOT, unpacked_wheel
+from checkhelpers.sglang_series import apply_series, copy_touched
 from exactlaunch import manifest
-from released_wheels import REPO_ROOT, unpacked_wheel
-from sglang_series import apply_series, copy_touched
 
 SERIES_DIR = REPO_ROOT / "patches" / "sglang"
 RECIPE = REPO_ROOT / "nix" / "recipes" / "qwen3.8-27b-exact.json"
@@ -129,31 +130,21 @@ def test_patched_python_compiles(patched_tree: Path) -> None:
             compile(path.read_text(), str(path), "exec")
 
 
-GPU_DIR = REPO_ROOT / "checks" / "gpu"
-
-
 def test_gpu_bootstrap_imports_marker_without_sglang_init(patched_tree: Path) -> None:
     """checks/gpu/sglang_tree.py loads modules from the patched tree and never runs sglang/__init__.py."""
     script = (
-        "import sys; sys.path.insert(0, sys.argv[1]); import sglang_tree; from pathlib import Path\n"
-        "sglang_tree.install(Path(sys.argv[2]))\n"
+        "import sys; import sglang_tree; from pathlib import Path\n"
+        "sglang_tree.install(Path(sys.argv[1]))\n"
         "from sglang.srt.bitexact_patches import APPLIED\n"
         "assert 'sglang.lang' not in sys.modules, 'sglang/__init__.py ran'\n"
         "print(','.join(APPLIED))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script, str(GPU_DIR), str(patched_tree)], capture_output=True, text=True
-    )
+    result = subprocess.run([sys.executable, "-c", script, str(patched_tree)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().split(",") == recipe_patches()
 
 
 def test_gpu_bootstrap_placeholders_refuse_to_run() -> None:
-    sys.path.insert(0, str(GPU_DIR))
-    try:
-        import sglang_tree
-    finally:
-        sys.path.remove(str(GPU_DIR))
     missing = sglang_tree._placeholder("Client", "not_installed_pkg")
     assert missing.Sub is not None  # attribute chains resolve, for module-level imports and annotations
     with pytest.raises(sglang_tree.MissingDependency, match="not_installed_pkg"):
@@ -164,11 +155,6 @@ def test_gpu_bootstrap_placeholders_refuse_to_run() -> None:
 @pytest.mark.network  # the released 0.5.20 wheel
 def test_gpu_bootstrap_refuses_a_tree_without_its_manifest(tmp_path: Path) -> None:
     """The GPU checks take a tree only with the manifest of the series applied to it."""
-    sys.path.insert(0, str(GPU_DIR))
-    try:
-        import sglang_tree
-    finally:
-        sys.path.remove(str(GPU_DIR))
     copy_touched(unpacked_wheel("sglang", "0.5.20"), tmp_path)
     apply_series(tmp_path, series()[:1], write_manifest=False)
     assert "bitexact_manifest.json is missing" in str(sglang_tree.tree_problem(tmp_path))

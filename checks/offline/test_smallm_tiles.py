@@ -4,7 +4,7 @@ small_m_tiles.py uses the standard library only, so it is read straight out of t
 rule may only return configs the GPU sweep measures (checks/gpu/smallm_plan.py: their bits are checked
 against the first route on the H200 before they are timed), each must fit the 99 KB of shared memory an
 SM120 program gets, and on every committed sweep table (docs/evidence/smallm-<card>-<date>/, written by
-bench/kernels/bench_smallm_sweep.py) its choice must be a bit-equal candidate within a few percent of the best
+lab/kernels/bench_smallm_sweep.py) its choice must be a bit-equal candidate within a few percent of the best
 one measured, and not more than 3% slower than cuBLAS on shapes of at least twice the L2.
 The table checker itself is tested on small tables built here.
 """
@@ -14,20 +14,17 @@ from __future__ import annotations
 import ast
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
-from released_wheels import REPO_ROOT
-
-sys.path[:0] = [str(REPO_ROOT / "checks" / "gpu"), str(REPO_ROOT / "bench" / "kernels")]
-import smallm_plan  # noqa: E402
-import smallm_table  # noqa: E402
+import smallm_plan
+import smallm_table
+from checkhelpers.released_wheels import REPO_ROOT
 
 TILES = smallm_table.load_tiles_module()
 TABLES = smallm_table.committed_tables()
 NO_TABLE = (
-    "no measured table under docs/evidence/smallm-<card>-<date>/: run bench/kernels/smallm_sweep.sh on "
+    "no measured table under docs/evidence/smallm-<card>-<date>/: run lab/kernels/smallm_sweep.sh on "
     "the H200 and commit the smallm-*.json it writes to $OUT there"
 )
 

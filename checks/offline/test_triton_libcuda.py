@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 
 import pytest
-from wheel_members import locked_member, pypi_member
+from checkhelpers.wheel_members import locked_member, pypi_member
 
 pytestmark = pytest.mark.network
 DRIVER = "triton/backends/nvidia/driver.py"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hfcache_support import (
+from checkhelpers.hfcache_support import (
     NIX_CONFIG,
     NIXPKGS_DOUBLES,
     RECIPE_PATH,
@@ -25,7 +25,7 @@ from hfcache_support import (
     shellcheck_as_nixpkgs,
     write_locked,
 )
-from test_hfcache import DRAFTER_FILES, MODEL_FILES, resolve_offline
+from checkhelpers.hub_files import DRAFTER_FILES, MODEL_FILES, resolve_offline
 
 pytestmark = pytest.mark.nix  # every test evaluates with the real nix-instantiate
 

@@ -363,7 +363,7 @@ rec {
     long = reference true;
   };
 
-  # How a card's goldens are recorded (the runner's `record`: the record-golden app, and checks/e2e/host.sh
+  # How a card's goldens are recorded (the runner's `record`: the record-golden app, and lab/card/host.sh
   # on a host without Nix): the recipe's server, the prompts, then the long prompts keyed `<recipe>-long`; gpu-golden checks
   # both. Each records a RECORDED line in the card's history beside the golden.
   goldenRecord = {

@@ -3,15 +3,16 @@ the fuzzers' servers and golden (bx_fuzz_run.py)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # helpers beside the tests (bx_*.py)
-
-from bx_fuzz_run import canned, golden_bytes, radix, scripted  # noqa: E402, F401  (the fuzzers' servers)
-from bx_tiny_models import make_model, write_prompts  # noqa: E402
+from checkhelpers.bx_fuzz_run import (  # noqa: F401  (the fuzzers' servers)
+    canned,
+    golden_bytes,
+    radix,
+    scripted,
+)
+from checkhelpers.bx_tiny_models import make_model, write_prompts
 
 
 @pytest.fixture(scope="session")

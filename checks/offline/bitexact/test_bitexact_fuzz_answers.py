@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bx_fuzz_answers import (
+from checkhelpers.bx_fuzz_answers import (
     MEASURE_FIELDS,
     MODEL,
     SPEC_FIELDS,
@@ -23,8 +23,8 @@ from bx_fuzz_answers import (
     odd_field,
     token,
 )
-from bx_fuzz_run import NEW, PROMPTS, SETTINGS, TOP, cli, scratch, sound
-from fuzz_settings import fuzz
+from checkhelpers.bx_fuzz_run import NEW, PROMPTS, SETTINGS, TOP, cli, scratch, sound
+from checkhelpers.fuzz_settings import fuzz
 from hypothesis import event, given
 from hypothesis import strategies as st
 
@@ -216,7 +216,7 @@ def test_alternatives_beyond_those_asked_are_not_compared(scripted, api, extra, 
 
 @pytest.fixture(scope="module")
 def tiny_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from bx_tiny_tokenizer import make_tokenizer
+    from checkhelpers.bx_tiny_tokenizer import make_tokenizer
 
     return make_tokenizer(tmp_path_factory.mktemp("tokenizer") / "tok")
 
@@ -226,7 +226,7 @@ def tiny_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_token_id_the_given_tokenizer_has_no_entry_for_is_refused(scripted, tiny_tokenizer, data):
     """With --tokenizer (a real transformers tokenizer of 384 ids), an answer whose chosen token is no
     id of it is refused, naming the id and the tokenizer; answers of its ids alone come to a verdict."""
-    from bx_tiny_models import VOCAB
+    from checkhelpers.bx_tiny_models import VOCAB
 
     answers = data.draw(st.lists(whole_native(), min_size=1, max_size=2))
     with scratch() as root:

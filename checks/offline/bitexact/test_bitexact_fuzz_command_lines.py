@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from bx_fuzz_run import HISTORY, PROMPTS, SETTINGS, cli, scratch, sound, tree
-from fuzz_settings import fuzz
+from checkhelpers.bx_fuzz_run import HISTORY, PROMPTS, SETTINGS, cli, scratch, sound, tree
+from checkhelpers.fuzz_settings import fuzz
 from hypothesis import event, given
 from hypothesis import strategies as st
 

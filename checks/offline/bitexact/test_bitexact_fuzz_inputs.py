@@ -6,8 +6,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bx_fuzz_run import HISTORY, MAX_ID, SETTINGS, cli, json_paths, json_scalar, json_value, scratch, sound
-from fuzz_settings import fuzz
+from checkhelpers.bx_fuzz_run import (
+    HISTORY,
+    MAX_ID,
+    SETTINGS,
+    cli,
+    json_paths,
+    json_scalar,
+    json_value,
+    scratch,
+    sound,
+)
+from checkhelpers.fuzz_settings import fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -6,8 +6,6 @@ drift page's changes in words. Against real local servers in SGLang's shapes (ca
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 from bitexact import buildchanges
@@ -18,9 +16,7 @@ from bitexact.engines.instance import same_engine
 from bitexact.engines.sglang_http import SGLangHttpEngine
 from bitexact.engines.spec import parse_engine
 from bitexact.generation import Generation
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from canned_sglang import CannedSGLang  # noqa: E402
+from checkhelpers.canned_sglang import CannedSGLang
 
 SETTINGS = ["--max-new-tokens", "4", "--top-logprobs", "2"]
 

@@ -22,13 +22,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from bx_cli import interrupt_default, spawn
+from checkhelpers.bx_cli import interrupt_default, spawn
+from checkhelpers.canned_sglang import CannedSGLang
+from checkhelpers.fuzz_settings import fuzz
 from hypothesis import event, given
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from canned_sglang import CannedSGLang  # noqa: E402
-from fuzz_settings import fuzz  # noqa: E402
 
 PROMPTS = '{"id": "p0", "input_ids": [5, 6, 7]}\n{"id": "p1", "input_ids": [9, 10]}\n'
 CARD = "landing-card"

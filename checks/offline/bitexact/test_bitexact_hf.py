@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from bitexact.cli import main
-from bx_independent import first_difference, generate
+from checkhelpers.bx_independent import first_difference, generate
 
 NEW, K = 8, 5
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from bitexact.cli import main
-from bx_cli import rows
-from bx_fake_servers import Backend, FakeServer
+from checkhelpers.bx_cli import rows
+from checkhelpers.bx_fake_servers import Backend, FakeServer
 
 RECIPE = Path(__file__).resolve().parents[3] / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 COMMON = ["--max-new-tokens", "6", "--top-logprobs", "4", "--json"]
@@ -22,7 +22,7 @@ def backend(models) -> Backend:
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory):  # module-scoped backends need a session-scoped model; reuse conftest's maker
-    from bx_tiny_models import make_model
+    from checkhelpers.bx_tiny_models import make_model
 
     root = tmp_path_factory.mktemp("http-models")
     return {"target": make_model(root / "target", layers=2, hidden=64, seed=0)}

@@ -31,8 +31,8 @@ from pathlib import Path
 import pytest
 from bitexact.engines.http import HttpClient
 from bitexact.errors import EngineError
-from bx_raw_server import RawServer, Request, head
-from fuzz_settings import fuzz
+from checkhelpers.bx_raw_server import RawServer, Request, head
+from checkhelpers.fuzz_settings import fuzz
 from hypothesis import given
 from hypothesis import strategies as st
 

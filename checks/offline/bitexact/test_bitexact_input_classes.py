@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,9 +17,7 @@ from bitexact.cli import main
 from bitexact.engines.base import Settings
 from bitexact.errors import UsageError
 from bitexact.generation import Generation
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from canned_sglang import CannedSGLang  # noqa: E402
+from checkhelpers.canned_sglang import CannedSGLang
 
 SETTINGS = ["--max-new-tokens", "4", "--top-logprobs", "2"]
 
@@ -161,7 +158,7 @@ def test_one_server_through_two_apis_is_one_engine(tmp_path, capsys):
 
 
 def _line(**changes: object) -> dict:
-    from reliability_setup import HISTORY_LINE
+    from checkhelpers.reliability_setup import HISTORY_LINE
 
     return {**json.loads(HISTORY_LINE), **changes}
 

@@ -20,8 +20,8 @@ from bitexact.engines.base import Settings
 from bitexact.engines.factory import open_engine
 from bitexact.engines.spec import parse_engine
 from bitexact.prompts import Prompt
-from bx_gguf_models import write_models
-from bx_llama_server import LlamaServer, install, version
+from checkhelpers.bx_gguf_models import write_models
+from checkhelpers.bx_llama_server import LlamaServer, install, version
 
 FIXTURE_NEEDS = {"llama_tree": ("network",)}  # the first use downloads Debian packages
 

@@ -14,9 +14,9 @@ from bitexact.engines.openai_spec import spec_from_answer, vllm_counters
 from bitexact.engines.token_text import byte_vocabulary, hf_vocabulary
 from bitexact.errors import EngineError
 from bitexact.prompts import Prompt
-from bx_dialect_servers import DialectServer
-from bx_fake_servers import Backend
-from bx_tiny_tokenizer import make_tokenizer
+from checkhelpers.bx_dialect_servers import DialectServer
+from checkhelpers.bx_fake_servers import Backend
+from checkhelpers.bx_tiny_tokenizer import make_tokenizer
 
 COMMON = ["--max-new-tokens", "6", "--top-logprobs", "4", "--json"]
 
@@ -28,7 +28,7 @@ def backend(dialect_models) -> Backend:
 
 @pytest.fixture(scope="module")
 def dialect_models(tmp_path_factory):
-    from bx_tiny_models import make_model
+    from checkhelpers.bx_tiny_models import make_model
 
     root = tmp_path_factory.mktemp("dialect-models")
     return {

@@ -20,12 +20,10 @@ from pathlib import Path
 import pytest
 from bitexact.cli import crash_report, main
 from bitexact.files import displayable, shown
+from checkhelpers.canned_sglang import CannedSGLang
+from checkhelpers.fuzz_settings import fuzz
 from hypothesis import event, given
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from canned_sglang import CannedSGLang  # noqa: E402
-from fuzz_settings import fuzz  # noqa: E402
 
 PROMPTS = '{"id": "p0", "input_ids": [5, 6, 7]}\n{"id": "p1", "input_ids": [9, 10]}\n'
 SETTINGS = ["--max-new-tokens", "4", "--top-logprobs", "2"]

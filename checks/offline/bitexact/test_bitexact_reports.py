@@ -138,7 +138,7 @@ def reports(tmp_path_factory, request) -> dict[str, Path]:
     models = request.getfixturevalue("models")
     root = tmp_path_factory.mktemp("reports")
     prompts = root / "prompts.jsonl"
-    from bx_tiny_models import write_prompts
+    from checkhelpers.bx_tiny_models import write_prompts
 
     write_prompts(prompts, [5, 23, 11, 40, 17, 31])
     t = f"hf:{models['target']}"

@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from bx_cli import parity_argv, rows, run
-from bx_fake_servers import Backend, FakeServer
-from bx_tiny_models import make_model
+from checkhelpers.bx_cli import parity_argv, rows, run
+from checkhelpers.bx_fake_servers import Backend, FakeServer
+from checkhelpers.bx_tiny_models import make_model
 
 
 @pytest.fixture(scope="module")

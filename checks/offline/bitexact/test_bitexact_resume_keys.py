@@ -15,17 +15,14 @@ import contextlib
 import io
 import json
 import os
-import sys
 from pathlib import Path
 
 from bitexact.cli import main
-from bx_cli import SETTINGS
+from checkhelpers.bx_cli import SETTINGS
+from checkhelpers.canned_sglang import CannedSGLang
+from checkhelpers.fuzz_settings import fuzz
 from hypothesis import given
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from canned_sglang import CannedSGLang  # noqa: E402
-from fuzz_settings import fuzz  # noqa: E402
 
 PROMPTS = '{"id": "p0", "input_ids": [5, 6, 7]}\n{"id": "p1", "input_ids": [9, 10, 11, 12]}\n'
 
@@ -92,7 +89,7 @@ def test_a_warm_refusal_withdraws_the_answers_it_rests_on(tmp_path: Path) -> Non
     """The flush is absent: the second cold prompt finds the shared prefix in the cache, and warm is
     refused. With the flush working, the same command resumes what it can and asks again what the
     refusal rested on: a verdict (EQUAL), and the withdrawn rows are kept aside, never deleted."""
-    from bx_tiny_models import write_prompts  # the conftest's prompt writer
+    from checkhelpers.bx_tiny_models import write_prompts  # the conftest's prompt writer
 
     prompts = write_prompts(tmp_path / "prompts.jsonl", [5, 23, 11, 40, 17, 31])
     with CannedSGLang("radix", flush="absent") as server:

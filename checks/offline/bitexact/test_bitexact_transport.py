@@ -16,9 +16,9 @@ from bitexact.engines.sglang_http import SGLangHttpEngine
 from bitexact.engines.sglang_shapes import request_fields
 from bitexact.engines.spec import parse_engine
 from bitexact.prompts import Prompt
-from bx_cli import parity_argv, prompt_id, rows, run, spawn
-from bx_fake_servers import Backend, FakeServer
-from bx_tiny_models import make_model
+from checkhelpers.bx_cli import parity_argv, prompt_id, rows, run, spawn
+from checkhelpers.bx_fake_servers import Backend, FakeServer
+from checkhelpers.bx_tiny_models import make_model
 
 
 @pytest.fixture(scope="module")

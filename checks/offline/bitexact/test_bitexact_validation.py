@@ -9,9 +9,9 @@ import pytest
 from bitexact.cli import main
 from bitexact.engines.spec import parse_engine
 from bitexact.errors import UsageError
-from bx_cli import rows
-from bx_fake_servers import Backend, FakeServer
-from bx_tiny_models import make_model
+from checkhelpers.bx_cli import rows
+from checkhelpers.bx_fake_servers import Backend, FakeServer
+from checkhelpers.bx_tiny_models import make_model
 
 ENGINE = "sglang+http://127.0.0.1:9"  # never contacted: every case fails before
 

@@ -6,18 +6,15 @@ and flush endpoints that are absent or refuse (refused, 2, naming why)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from bitexact.cli import main
 from bitexact.prompts import Prompt
 from bitexact.warmplan import alignment, plain_plan, shared_plan
-from bx_cli import SETTINGS, rows
-from bx_fake_servers import FakeServer
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from canned_sglang import CannedSGLang, CannedValues  # noqa: E402
+from checkhelpers.bx_cli import SETTINGS, rows
+from checkhelpers.bx_fake_servers import FakeServer
+from checkhelpers.canned_sglang import CannedSGLang, CannedValues
 
 PROMPTS = 6  # conftest's prompt_file: p0..p5, random ids that share no first token
 

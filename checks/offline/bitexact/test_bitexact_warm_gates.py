@@ -6,7 +6,6 @@ tokens read strictly. Against real local servers in SGLang's shapes (canned_sgla
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,10 +13,8 @@ from bitexact.cli import main
 from bitexact.errors import EngineError
 from bitexact.generation import Generation
 from bitexact.prefixcache import cached_tokens
-from bx_cli import SETTINGS
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from canned_sglang import CannedSGLang  # noqa: E402
+from checkhelpers.bx_cli import SETTINGS
+from checkhelpers.canned_sglang import CannedSGLang
 
 PROMPTS = 6  # conftest's prompt_file
 NEW, TOP = 6, 4  # bx_cli.SETTINGS

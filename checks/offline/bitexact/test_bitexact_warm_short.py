@@ -6,17 +6,14 @@ refusal says why, and --min-prompt-tokens leaves such prompts out of every compa
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from bitexact.cli import main
-from bx_cli import SETTINGS
-from bx_tiny_models import write_prompts
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from canned_sglang import CannedSGLang  # noqa: E402
+from checkhelpers.bx_cli import SETTINGS
+from checkhelpers.bx_tiny_models import write_prompts
+from checkhelpers.canned_sglang import CannedSGLang
 
 # Prompt lengths from the H200 run (16, 32, 56 never hit; 95 -> 64, 170 -> 128, 67 -> 64), the short ones
 # between the long ones, so that leaving them out cannot line up by position alone.

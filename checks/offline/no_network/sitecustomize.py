@@ -1,6 +1,6 @@
-"""Refuses every connection that leaves the machine, in the Python process that imports it at start-up
-and in every Python subprocess that inherits PYTHONPATH (this directory on it). test_sandbox_selection
-uses it where no network namespace can be made (a container without CAP_SYS_ADMIN or user namespaces):
+"""Refuses every connection that leaves the machine, in every process of a Python whose site-packages
+holds this file (site imports it at start-up). test_sandbox_selection copies it into its throwaway
+environment where no network namespace can be made (a container without CAP_SYS_ADMIN or user namespaces):
 weaker than `unshare --net` (programs that are not Python are not stopped), but downloads through pip,
 urllib and httpx fail as they would in a build sandbox.
 """

@@ -1,7 +1,7 @@
 """One SGLang server process: its own process group, its log, readiness through /health_generate, what it
 says it can hold (/server_info), and a stop on every exit path.
 
-The lab starts its servers with this class too (bench/perf/run.py), so what the checks prove and what the
+The lab starts its servers with this class too (lab/perf/run.py), so what the checks prove and what the
 lab measures start the same way."""
 
 from __future__ import annotations

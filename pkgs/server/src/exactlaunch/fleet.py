@@ -5,7 +5,7 @@ share a GPU, its share of the recipe's `--mem-fraction-static` (SGLang 0.5.20 si
 memory free at its start, so k replicas at the recipe's fraction would each claim it of the whole card:
 they start in turn, each with the share that leaves all k the same part); a replica on another GPU than
 0 gets `--base-gpu-id`. Which settings may move numerics is what the capacity
-batteries measure; the router and replica runs (bench/perf/router.py) show the answers do not move.
+batteries measure; the router and replica runs (lab/perf/router.py) show the answers do not move.
 """
 
 from __future__ import annotations

@@ -1,0 +1,535 @@
+"""Catalogue rows for pinlock (`nix run .#lock --`): pins, hashes, snapshots and the files it writes. Their
+inputs and checks are built with reliability_setup.py's helpers; reliability_catalogue.py joins every
+program's rows."""
+
+from __future__ import annotations
+
+import json
+
+from checkhelpers.reliability_setup import (
+    ENGINE_REV,
+    GOOD_SRI,
+    OTHER_REV,
+    RECIPE_REV,
+    REV,
+    SMALL_HUB,
+    SNAPSHOT_ARGS,
+    STUB_LOCK_NO_HASH,
+    Case,
+    absent,
+    both,
+    checkout,
+    hub_cache,
+    manifest,
+    mkdir,
+    pin,
+    recipe_in_checkout,
+    recipe_text,
+    recipe_with,
+    scratch_recipe,
+    src_pin_at,
+    unchanged_manifest,
+    write,
+)
+
+CASES: list[Case] = [
+    # pinlock
+    Case("pl-command", "pinlock", "an unknown command", ("pin",), 2, r"invalid choice: 'pin'"),
+    Case(
+        "pl-repo",
+        "pinlock",
+        "a repo without an organisation",
+        ("--root", "{tmp}/repo", "weights", "noslash@" + REV),
+        2,
+        r"not a Hugging Face repo id \(org/name\): 'noslash'; give it as on the Hub",
+        checkout(),
+    ),
+    Case(
+        "pl-rev-branch",
+        "pinlock",
+        "a branch where a commit belongs",
+        ("--root", "{tmp}/repo", "weights", "Org/Name@main"),
+        2,
+        r"give the commit as ORG/NAME@REV: a commit is 40 lower-case hex digits, not 'main'",
+        checkout(),
+    ),
+    Case(
+        "pl-norev",
+        "pinlock",
+        "a repo without a revision",
+        ("--root", "{tmp}/repo", "weights", "Org/Name"),
+        2,
+        r"Org/Name: give the commit as ORG/NAME@REV",
+        checkout(),
+    ),
+    Case(
+        "pl-snapshot-missing",
+        "pinlock",
+        "--snapshot names nothing",
+        ("--root", "{tmp}/repo", "weights", "Org/Name@" + REV, "--snapshot", "{tmp}/nope"),
+        2,
+        r"--snapshot .*nope does not exist",
+        checkout(),
+    ),
+    Case(
+        "pl-snapshot-file",
+        "pinlock",
+        "--snapshot is a file",
+        ("--root", "{tmp}/repo", "weights", "Org/Name@" + REV, "--snapshot", "{tmp}/f"),
+        2,
+        r"--snapshot .*/f is not a directory",
+        checkout(write("f", "x")),
+    ),
+    Case(
+        "pl-snapshot-nocache",
+        "pinlock",
+        "--snapshot is no hub cache",
+        ("--root", "{tmp}/repo", "weights", "Org/Name@" + REV, "--snapshot", "{tmp}/d"),
+        2,
+        r"is not a Hugging Face hub cache",
+        checkout(write("d/x.json", "{}")),
+    ),
+    Case(
+        "pl-snapshot-other",
+        "pinlock",
+        "--snapshot of another repo",
+        ("--root", "{tmp}/repo", "weights", "Org/Other@" + REV, "--snapshot", "{tmp}/hub/models--Org--Name"),
+        2,
+        r"holds Org/Name .*not Org/Other",
+        checkout(hub_cache({"config.json": b"{}"})),
+    ),
+    Case(
+        "pl-snapshot-two",
+        "pinlock",
+        "--snapshot with two repos",
+        ("--root", "{tmp}/repo", "weights", "A/B@" + REV, "C/D@" + REV, "--snapshot", "{tmp}/hub"),
+        2,
+        r"--snapshot takes exactly one ORG/NAME\[@REV\]",
+        checkout(),
+    ),
+    Case(
+        "pl-snapshot-norepo",
+        "pinlock",
+        "--snapshot without a repo",
+        ("--root", "{tmp}/repo", "weights", "--snapshot", "{tmp}/hub"),
+        2,
+        r"--snapshot needs the repo it holds",
+        checkout(),
+    ),
+    Case(
+        "pl-snapshot-noweights",
+        "pinlock",
+        "a snapshot holding only config.json",
+        ("--root", "{tmp}/repo", "weights", "Org/Name@" + REV, "--snapshot", "{tmp}/hub"),
+        1,
+        r"it holds no weights \(config.json; none ends with .safetensors",
+        checkout(hub_cache({"config.json": b"{}"})),
+        env={"HF_HUB_OFFLINE": "1"},
+        check=absent("repo/pkgs/weights/manifests/Org--Name.json"),
+    ),
+    Case(
+        "pl-snapshot-index",
+        "pinlock",
+        "a snapshot missing a shard its index names",
+        ("--root", "{tmp}/repo", "weights", "Org/Name@" + REV, "--snapshot", "{tmp}/hub"),
+        1,
+        r"model.safetensors.index.json names model-00002-of-00002.safetensors, which the snapshot lacks",
+        checkout(
+            hub_cache(
+                {
+                    "model.safetensors.index.json": json.dumps(
+                        {
+                            "weight_map": {
+                                "a": "model-00001-of-00002.safetensors",
+                                "b": "model-00002-of-00002.safetensors",
+                            }
+                        }
+                    ).encode(),
+                    "model-00001-of-00002.safetensors": b"w",
+                }
+            )
+        ),
+        env={"HF_HUB_OFFLINE": "1"},
+    ),
+    Case(
+        "pl-refs-newline",
+        "pinlock",
+        "refs/main with a trailing newline",
+        ("--root", "{tmp}/repo", "weights", "Org/Name", "--snapshot", "{tmp}/hub"),
+        2,
+        r"refs/main holds b'a{40}\\n': a commit with white space around it, .*printf %s",
+        checkout(hub_cache({"config.json": b"{}"}, refs=(REV + "\n").encode())),
+    ),
+    Case(
+        "pl-replace-pin",
+        "pinlock",
+        "pinning another revision over the recipe's pin",
+        (
+            "--root",
+            "{tmp}/repo",
+            "weights",
+            "Qwen/Qwen3.8-27B@" + OTHER_REV,
+            "--snapshot",
+            "{tmp}/hub/models--Qwen--Qwen3.8-27B/snapshots/" + OTHER_REV,
+        ),
+        2,
+        r"already pins Qwen/Qwen3.8-27B@1d4bf0f2.*would replace it, "
+        r"and the recipe nix/recipes/qwen3.8-27b-exact.json, which names @1d4bf0f2.*pass --force",
+        both(
+            checkout(manifest("Qwen/Qwen3.8-27B", "1d4bf0f2ff6012fd82039f2fa52739d0dd7c60c0")),
+            hub_cache({"model.safetensors": b"w"}, repo="Qwen/Qwen3.8-27B", rev=OTHER_REV),
+        ),
+    ),
+    Case(
+        "pl-recipe-utf8",
+        "pinlock",
+        "a recipe that is not UTF-8",
+        ("--root", "{tmp}/repo", "--recipe", "{tmp}/r.json", "status"),
+        2,
+        r"r.json: not UTF-8 text \(byte 12, line 1: b'\\xe9'\); give the recipe file .*, saved as UTF-8",
+        both(checkout(), write("r.json", b'{"schema": "\xe9"}')),
+    ),
+    Case(
+        "pl-recipe-schema",
+        "pinlock",
+        "a recipe of an unknown schema",
+        ("--root", "{tmp}/repo", "--recipe", "{tmp}/r.json", "status"),
+        2,
+        r"recipe .*r.json has schema 99: it was written by a newer pinlock \(this one reads schema 1\); "
+        r"upgrade pinlock",
+        both(checkout(), recipe_with(schema=99)),
+    ),
+    Case(
+        "pl-recipe-missing",
+        "pinlock",
+        "--recipe names no file",
+        ("--root", "{tmp}/repo", "--recipe", "{tmp}/none.json", "status"),
+        2,
+        r"recipe .*none.json is missing",
+        checkout(),
+    ),
+    Case(
+        "pl-recipe-dir",
+        "pinlock",
+        "--recipe is a directory",
+        ("--root", "{tmp}/repo", "--recipe", "{tmp}/d", "status"),
+        2,
+        r"recipe .*/d is a directory; give the recipe file",
+        both(checkout(), mkdir("d")),
+    ),
+    Case(
+        "pl-manifest-json",
+        "pinlock",
+        "a weights manifest that is not JSON",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"MALFORMED .*Qwen--Qwen3.8-27B.json: not valid JSON",
+        checkout(write("repo/pkgs/weights/manifests/Qwen--Qwen3.8-27B.json", "{")),
+    ),
+    Case(
+        "pl-pin-utf8",
+        "pinlock",
+        "a pin file that is not UTF-8",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"sglang-src.json: not UTF-8 text",
+        checkout(write("repo/nix/pins/sglang-src.json", b"\xff")),
+    ),
+    Case(
+        "pl-hashpath",
+        "pinlock",
+        "hash-path of nothing",
+        ("hash-path", "{tmp}/nope"),
+        2,
+        r"nope does not exist",
+    ),
+    Case(
+        "pl-root",
+        "pinlock",
+        "--root that is no checkout",
+        ("--root", "{tmp}", "status"),
+        2,
+        r"recipe .* is missing: pass --recipe PATH or run in the flake's checkout",
+    ),
+    Case(
+        "pl-cargo-set",
+        "pinlock",
+        "cargo --set without a hash",
+        ("cargo", "--set", "foo"),
+        2,
+        r"expected NAME-VERSION=sha256-\.\.\., got 'foo'",
+    ),
+    # pinlock: pins that read as pinned but are not -- class 7
+    Case(
+        "pl-narhash-null",
+        "pinlock",
+        "a source pin with narHash null (read as pinned)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"MALFORMED  nix/pins/sglang-src.json narHash: .*narHash null is not an SRI sha256",
+        checkout(
+            pin(
+                "nix/pins/sglang-src.json",
+                {"owner": "sgl-project", "repo": "sglang", "rev": ENGINE_REV, "narHash": None},
+            )
+        ),
+    ),  # fmt: skip
+    Case(
+        "pl-src-old-rev",
+        "pinlock",
+        "a source pin left at the old rev after the recipe's engine moved (read as pinned)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"ABSENT  nix/pins/sglang-src.json narHash: .*pins sgl-project/sglang@111111111111, "
+        r"the recipe's engine is sgl-project/sglang@542a043f1b68",
+        checkout(
+            pin(
+                "nix/pins/sglang-src.json",
+                {"owner": "sgl-project", "repo": "sglang", "rev": "1" * 40, "narHash": GOOD_SRI},
+            )
+        ),
+    ),  # fmt: skip
+    Case(
+        "pl-cargo-other-rev",
+        "pinlock",
+        "a Cargo pin written for another commit",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"ABSENT  nix/pins/sglang-cargo.json outputHashes: .*written for '1{40}', the recipe's engine is",
+        checkout(pin("nix/pins/sglang-cargo.json", {"rev": "1" * 40, "locks": [], "outputHashes": {}})),
+    ),
+    Case(
+        "pl-cargo-lock-escapes",
+        "pinlock",
+        "a Cargo pin listing a lock file outside its folder (a name that becomes a path)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"MALFORMED  nix/pins/sglang-cargo.json locks .*locks must list relative paths of Cargo.lock files",
+        checkout(
+            pin(
+                "nix/pins/sglang-cargo.json",
+                {"rev": ENGINE_REV, "locks": ["../../../etc/Cargo.lock"], "outputHashes": {}},
+            )
+        ),
+    ),  # fmt: skip
+    Case(
+        "pl-scratch-recipe",
+        "pinlock",
+        "--recipe at a scratch copy naming another revision (it replaced the checkout's pin)",
+        (
+            "--root",
+            "{tmp}/repo",
+            "--recipe",
+            "{tmp}/scratch.json",
+            "weights",
+            "Qwen/Qwen3.8-27B",
+            "--snapshot",
+            "{tmp}/hub/models--Qwen--Qwen3.8-27B/snapshots/" + OTHER_REV,
+        ),  # fmt: skip
+        2,
+        r"already pins Qwen/Qwen3.8-27B@1d4bf0f2ff60; pinning Qwen/Qwen3.8-27B@bbbbbbbbbbbb would replace "
+        r"it, and the recipe nix/recipes/qwen3.8-27b-exact.json, which names @1d4bf0f2ff60",
+        both(
+            checkout(manifest("Qwen/Qwen3.8-27B", RECIPE_REV)),
+            scratch_recipe(OTHER_REV),
+            hub_cache({"model.safetensors": b"w"}, repo="Qwen/Qwen3.8-27B", rev=OTHER_REV),
+        ),
+        check=unchanged_manifest("Qwen/Qwen3.8-27B", RECIPE_REV),
+    ),
+    Case(
+        "pl-recipe-field-missing",
+        "pinlock",
+        "a recipe whose model has no revision (a KeyError)",
+        ("--root", "{tmp}/repo", "status"),
+        2,
+        r"recipe .*qwen3.8-27b-exact.json: missing key `model.revision`",
+        both(checkout(), recipe_in_checkout(lambda d: d["model"].pop("revision"))),
+    ),
+    Case(
+        "pl-recipe-field-type",
+        "pinlock",
+        "a recipe whose engine repo is a number (a TypeError)",
+        ("--root", "{tmp}/repo", "status"),
+        2,
+        r"`engine.repo` must be a string, found a whole number",
+        both(checkout(), recipe_in_checkout(lambda d: d["engine"].update(repo=5))),
+    ),
+    Case(
+        "pl-recipe-rev-branch",
+        "pinlock",
+        "a recipe naming its model by a branch (a failed step, exit 1, for a usage error)",
+        ("--root", "{tmp}/repo", "weights"),
+        2,
+        r"`model.revision`: a commit is 40 lower-case hex digits, not 'main'",
+        both(checkout(), recipe_in_checkout(lambda d: d["model"].update(revision="main"))),
+    ),
+    Case(
+        "pl-recipe-key-twice",
+        "pinlock",
+        "a recipe giving the engine's rev twice",
+        ("--root", "{tmp}/repo", "status"),
+        2,
+        r'qwen3.8-27b-exact.json: key "rev" is given twice in one object',
+        both(
+            checkout(),
+            recipe_text(
+                '"rev": "542a',
+                f'"rev": "{"1" * 40}", "rev": "542a',
+                "repo/nix/recipes/qwen3.8-27b-exact.json",
+            ),
+        ),
+    ),
+    Case(
+        "pl-shards-without-index",
+        "pinlock",
+        "an offline snapshot holding shard 1 of 2 and no index (it was pinned)",
+        ("--root", "{tmp}/repo", "weights", "Org/Name@" + REV, "--snapshot", "{tmp}/hub"),
+        1,
+        r"the shards' names say there are 2, the snapshot lacks model-00002-of-00002.safetensors",
+        checkout(hub_cache({"model-00001-of-00002.safetensors": b"w", "config.json": b"{}"})),
+        env={"HF_HUB_OFFLINE": "1"},
+        check=absent("repo/pkgs/weights/manifests/Org--Name.json"),
+    ),
+    Case(
+        "pl-manifest-repo-null",
+        "pinlock",
+        "a weights manifest whose repo is null (found by the fuzzer: a TypeError)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"MALFORMED  weights manifest Qwen/Qwen3.8-27B@1d4bf0f2ff60: .*repo must be a string, not null",
+        checkout(
+            pin(
+                "pkgs/weights/manifests/Qwen--Qwen3.8-27B.json",
+                {"repo": None, "revision": RECIPE_REV, "files": []},
+            )
+        ),
+    ),  # fmt: skip
+    Case(
+        "pl-uv-lock-no-hash",
+        "pinlock",
+        "a uv.lock sdist without a hash (found by the fuzzer: a KeyError)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"MALFORMED  pkgs/server-env/uv.lock: uv.lock: cuda-tile 1.0.0: its sdist needs a url and a hash",
+        checkout(write("repo/pkgs/server-env/uv.lock", STUB_LOCK_NO_HASH)),
+    ),
+    # pinlock: misleading messages and exit codes -- class 9
+    Case(
+        "pl-status-carriage-return",
+        "pinlock",
+        "a source pin whose owner ends in a carriage return (found by the fuzzer: printed as it looks right)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"ABSENT  nix/pins/sglang-src.json narHash: .*pins sgl-project\\r/sglang@542a043f1b68, the recipe's",
+        checkout(
+            pin(
+                "nix/pins/sglang-src.json",
+                {"owner": "sgl-project\r", "repo": "sglang", "rev": ENGINE_REV, "narHash": GOOD_SRI},
+            )
+        ),
+    ),  # fmt: skip
+    Case(
+        "pl-rev-upper-case",
+        "pinlock",
+        'a 40-digit revision in upper case (told "40 hex digits")',
+        ("--root", "{tmp}/repo", "weights", "Org/Name@" + "A" * 40),
+        2,
+        r"is in upper case; write the commit in lower case, as git prints it: a{40}",
+        checkout(),
+    ),
+    Case(
+        "pl-option-twice",
+        "pinlock",
+        "--root given twice (the last would win)",
+        ("--root", "{tmp}/repo", "--root", "{tmp}", "status"),
+        2,
+        r"--root given more than once; give each option once",
+        checkout(),
+    ),
+    Case(
+        "pl-option-abbreviated",
+        "pinlock",
+        "--rec for --recipe (an abbreviation taken silently)",
+        ("--root", "{tmp}/repo", "--rec", "{tmp}/r.json", "status"),
+        2,
+        r"unknown option --rec: did you mean --recipe\? \(abbreviations are not taken\)",
+        checkout(),
+    ),
+    # pinlock: where a pin is written, and revisions that only look right -- review of classes 7 and 9
+    Case(
+        "pl-pin-target-folder",
+        "pinlock",
+        "a folder where the weights manifest belongs (it hashed every file, then named a temporary file)",
+        ("--root", "{tmp}/repo", *SNAPSHOT_ARGS),
+        1,
+        r"cannot write the pin pkgs/weights/manifests/Org--Name.json: .*Org--Name.json is a directory, "
+        r"where a JSON file belongs: remove it",
+        both(checkout(mkdir("repo/pkgs/weights/manifests/Org--Name.json")), SMALL_HUB),
+        env={"HF_HUB_OFFLINE": "1"},
+    ),
+    Case(
+        "pl-pins-folder-file",
+        "pinlock",
+        "a file where the manifests folder belongs (it said File exists, after the hashing)",
+        ("--root", "{tmp}/repo", *SNAPSHOT_ARGS),
+        1,
+        r"cannot write the pin .*: .*pkgs/weights/manifests is a file, where a folder belongs",
+        both(checkout(write("repo/pkgs/weights/manifests", "")), SMALL_HUB),
+        env={"HF_HUB_OFFLINE": "1"},
+    ),
+    Case(
+        "pl-cache-dir-file",
+        "pinlock",
+        "--cache-dir naming a file (an internal error: FileExistsError)",
+        ("--root", "{tmp}/repo", "--cache-dir", "{tmp}/f", *SNAPSHOT_ARGS),
+        2,
+        r"--cache-dir: .*/f is a file, where a folder belongs; give a folder",
+        both(checkout(write("f", "x")), SMALL_HUB),
+        env={"HF_HUB_OFFLINE": "1"},
+    ),
+    Case(
+        "pl-root-absent",
+        "pinlock",
+        "--root naming nothing (told that the recipe is missing)",
+        ("--root", "{tmp}/none", "status"),
+        2,
+        r"--root .*/none does not exist: give the flake's checkout",
+    ),
+    Case(
+        "pl-src-rev-too-long",
+        "pinlock",
+        "a source pin whose rev has a 41st digit (shortened, it read as the recipe's)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"MALFORMED  nix/pins/sglang-src.json narHash: .*rev: '542a043f\w+' is 41 hex digits; a commit is 40",
+        checkout(src_pin_at(ENGINE_REV + "0")),
+    ),
+    Case(
+        "pl-src-rev-differs-late",
+        "pinlock",
+        "a source pin whose rev differs from the recipe's after the 12th digit (both shown alike)",
+        ("--root", "{tmp}/repo", "status"),
+        1,
+        r"pins sgl-project/sglang@542a043f1b68796d269ef1ee11be7865f8d4a5f0, the recipe's engine is "
+        r"sgl-project/sglang@542a043f1b68796d269ef1ee11be7865f8d4a5f1",
+        checkout(src_pin_at(ENGINE_REV[:39] + "0")),
+    ),
+    Case(
+        "pl-repo-double-dash",
+        "pinlock",
+        "a repo id with -- (a--b/c and a/b--c share one manifest: one replaced the other's pin)",
+        ("--root", "{tmp}/repo", "weights", "a--b/c@" + REV),
+        2,
+        r"not a Hugging Face repo id: 'a--b/c' holds -- or \.\. or ends in \.git, which the Hub refuses",
+        checkout(manifest("a/b--c", OTHER_REV)),
+        check=unchanged_manifest("a/b--c", OTHER_REV),
+    ),
+    Case(
+        "pl-cargo-set-bad-hash",
+        "pinlock",
+        "cargo --set with a hash Nix would refuse (taken, and written into the pin after the download)",
+        ("cargo", "--set", "foo-1.0=sha256-abc"),
+        2,
+        r"'foo-1.0=sha256-abc': 'sha256-abc' is not an SRI sha256 \(sha256- and 44 base64 characters",
+    ),
+]

@@ -1,8 +1,0 @@
-"""Shared fixtures for the offline suite."""
-
-from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -1,0 +1,1 @@
+"""Evaluating the flake against the real upstream inputs (lab/README.md)."""
