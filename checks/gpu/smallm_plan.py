@@ -7,7 +7,7 @@ bf16, nn.Linear weights [N, K], fused as SGLang 0.5.20's `models/qwen3_5.py` fus
 - full attention, 24 query heads and 4 KV heads of 256 (checks/gpu/attn_harness.py), with the output gate
   that `qwen3_5.py` folds into `qkv_proj` (`total_num_heads * (1 + attn_output_gate)`): qkv 2*24*256 + 2*4*256
   = 14336 (the upstream test's (14336, 5120)), o_proj K = 24*256 = 6144;
-- GDN, 16 key heads and 48 value heads of 128 (checks/gpu/test_gdn_verify.py): in_proj_qkvz 2*16*128 +
+- GDN, 16 key heads and 48 value heads of 128 (checks/gpu/gdn_rig.py): in_proj_qkvz 2*16*128 +
   2*48*128 = 16384, in_proj_ba 2*48 = 96 (the upstream test's (96, 5120)), out_proj K = 48*128 = 6144;
 - MLP gate_up 2*17408 = 34816 (MergedColumnParallelLinear), down (5120, 17408).
 The lm_head (vocabulary x 5120) is left out: the repository assumes no vocabulary size for this model.

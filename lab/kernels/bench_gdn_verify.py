@@ -4,8 +4,9 @@ Each variant is the backend method itself (`GDNAttnBackend.forward_extend` for v
 `forward_decode` through the fused projection+conv path for decode) captured in a CUDA graph, timed
 with CUDA events around `graph.replay()`: "cold" flushes the L2 (a 512 MiB write) before every
 replay and times replays one by one, as a model with 48 GDN layers meets its states; "hot" times
-back-to-back replays. Geometry and rig as in test_gdn_verify.py; draft length 8 (the recipe's
---speculative-num-draft-tokens), batch 1/4/8. Usage: BITEXACT_SGLANG_TREE=... python bench_gdn_verify.py
+back-to-back replays. Geometry and rig: the kernel checks' (checks/gpu/gdn_rig.py); draft length 8 (the
+recipe's --speculative-num-draft-tokens), batch 1/4/8.
+Usage: BITEXACT_SGLANG_TREE=... python -m lab.kernels.bench_gdn_verify
 """
 
 from __future__ import annotations
@@ -112,9 +113,9 @@ def main() -> int:
         return 2
     assert tree is not None
     sglang_tree.install(tree)
+    import gdn_rig as t
     import sglang.srt.layers.attention.linear.exact_verify as exact_verify
     import sglang.srt.layers.attention.linear.gdn_backend as gdn
-    import test_gdn_verify as t
 
     sg = t.Sg(gdn, t.load_stock_gdn_backend(tree), exact_verify, t.deterministic_flag(), torch)
     flush = torch.empty(512 << 20, dtype=torch.uint8, device="cuda")

@@ -6,7 +6,7 @@ measurement simulates acceptance, see lab/perf/run.py).
 Qwen3.8-27B's config is not published; every number below says where it comes from.
 - From this repository's kernel checks (what they assume the recipe model is):
   hidden 5120 and MLP intermediate 17408 (checks/gpu/smallm_plan.py: the upstream small-M route test's
-  shapes); GDN 16 key heads and 48 value heads of 128, conv kernel 4 (checks/gpu/test_gdn_verify.py:
+  shapes); GDN 16 key heads and 48 value heads of 128, conv kernel 4 (checks/gpu/gdn_rig.py:
   `H, K, HV, V, WIDTH`); full attention 24 query heads, 4 KV heads of 256 with the output gate
   (checks/gpu/attn_harness.py, and smallm_plan.py's qkv_proj 14336 = 2*24*256 + 2*4*256).
 - Assumptions (the repository assumes nothing here), each the published Qwen3.5/3.6-27B value:

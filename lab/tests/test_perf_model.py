@@ -42,7 +42,7 @@ def _constants(path: Path) -> dict[str, object]:
 
 
 def test_geometry_is_what_the_kernel_checks_assume() -> None:
-    gdn = _constants(REPO / "checks" / "gpu" / "test_gdn_verify.py")
+    gdn = _constants(REPO / "checks" / "gpu" / "gdn_rig.py")
     attn = _constants(REPO / "checks" / "gpu" / "attn_harness.py")
     cfg = model_27b.target_config()
     assert (gdn["H"], gdn["HV"], gdn["K"], gdn["V"], gdn["WIDTH"]) == (
