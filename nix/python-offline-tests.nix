@@ -1,5 +1,5 @@
 # The offline suite's tests that need neither network nor Nix (checks/offline/checkhelpers/sandbox_selection.py,
-# markers in checks/conftest.py), run with nixpkgs' Python as a CPU flake check, in an environment of
+# markers in checks/offline/checkhelpers/markers.py), run with nixpkgs' Python as a CPU flake check, in an environment of
 # nixpkgs' packages and the repository's own projects built as packages. The source and the package
 # lists are builtins-only, so checks/offline/test_sandbox_selection.py evaluates them with the
 # real Nix and runs the selection over exactly this source, without network and without Nix.
@@ -28,7 +28,6 @@ let
   evidence = builtins.concatMap claimsOf folders;
   include = [
     "README.md"
-    "checks/conftest.py"
     "checks/golden/families.json"
     "checks/golden/h200/e2e-tiny-hybrid.json"
     "checks/golden/h200/e2e-tiny-hybrid-long.json"

@@ -16,7 +16,7 @@ PATCH_DIR = REPO / "patches" / "deep-gemm"
 RECIPE = json.loads((REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json").read_text())
 HEADER = RECIPE["deepGemm"]["fencedHeader"]
 FENCE = "cutlass::arch::fence_view_async_shared();"
-# Tests using these fixtures get the markers (checks/conftest.py).
+# Tests using these fixtures get the markers (checkhelpers.markers).
 FIXTURE_NEEDS = {"patched_020": ("network",)}
 
 

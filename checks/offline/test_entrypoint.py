@@ -26,7 +26,7 @@ from image_entrypoint.main import repos_named, server_command
 RECIPE = json.loads(RECIPE_PATH.read_text())
 MODEL, DRAFTER = RECIPE["model"], RECIPE["drafter"]
 CARD = Card(slug=RECIPE["card"]["slug"], name=RECIPE["card"]["name"])
-# Tests using these fixtures get the markers (checks/conftest.py).
+# Tests using these fixtures get the markers (checkhelpers.markers).
 FIXTURE_NEEDS = {"engines": ("network",), "image": ("nix",)}
 
 

@@ -6,8 +6,9 @@ Two halves, so that the offline flake check, whose source carries the claims and
 result, runs the first:
 - every folder has a well-formed claims.json, and every page a claim names holds the figure;
 - (marked `evidence`: it reads the raw results) every figure is the raw file's value, every reference
-  the folder names carries the committed golden's per-prompt digests, and every regenerated file is
-  what its command writes from the folder today.
+  the folder names carries the committed golden's per-prompt digests. That every regenerated file is
+  what its command (a lab program) writes from the folder today is the lab's test
+  (lab/tests/test_evidence_regenerated.py).
 The checker itself is tested on small folders written here, each shown to fail when a figure, a page or
 a digest moves.
 """
@@ -15,8 +16,6 @@ a digest moves.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +35,7 @@ from checkhelpers.evidence_claims import (
     normalised,
     quoted_text,
     read_raw,
+    run_regenerated,
     stated,
 )
 
@@ -54,7 +54,6 @@ LOADED = _loaded()
 GOOD = [f for f in LOADED.values() if isinstance(f, Folder)]
 ALL_CLAIMS = [c for f in GOOD for c in f.claims]
 ALL_DIGESTS = [d for f in GOOD for d in f.digests]
-ALL_REGENERATED = [r for f in GOOD for r in f.regenerated]
 
 
 def _page(rel: str, repo: Path = REPO) -> str:
@@ -105,16 +104,6 @@ def check_digests(check: DigestCheck, root: Path = EVIDENCE, repo: Path = REPO) 
     assert not differ, f"{where}: prompts {differ} differ from {check.golden} in their digests"
 
 
-def run_regenerated(item: Regenerated, root: Path = EVIDENCE, repo: Path = REPO) -> str:
-    folder = str(root / item.folder)
-    script, *args = (a.replace("{folder}", folder) for a in item.command)
-    done = subprocess.run(
-        [sys.executable, str(repo / script), *args], cwd=repo, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, f"{' '.join(item.command)}: {done.stderr[-3000:]}"
-    return done.stdout
-
-
 # --- every folder, against its pages (runs in the offline flake check too) ---
 
 
@@ -143,14 +132,6 @@ def test_each_claim_is_its_raw_files_value(claim: Claim) -> None:
 @pytest.mark.parametrize("check", ALL_DIGESTS, ids=lambda d: f"{d.folder}:{d.file}")
 def test_each_reference_carries_the_goldens_digests(check: DigestCheck) -> None:
     check_digests(check)
-
-
-@pytest.mark.evidence
-@pytest.mark.parametrize("item", ALL_REGENERATED, ids=lambda r: f"{r.folder}:{r.file}")
-def test_each_regenerated_file_is_its_commands_output(item: Regenerated) -> None:
-    assert run_regenerated(item) == (EVIDENCE / item.folder / item.file).read_text(), (
-        f"{item.folder}/{item.file} is not what `{' '.join(item.command)}` writes today: rerun it and commit"
-    )
 
 
 # --- the checker on small folders written here ---
@@ -270,12 +251,12 @@ def test_a_reference_whose_digest_moved_fails(tmp_path: Path) -> None:
 
 
 def test_a_regenerated_file_is_compared_with_what_its_command_prints(tmp_path: Path) -> None:
-    (tmp_path / "print.py").write_text(
+    (tmp_path / "upper.py").write_text(
         "import sys; print(open(sys.argv[1] + '/in.txt').read().upper(), end='')\n"
     )
     (tmp_path / "ev" / "run").mkdir(parents=True)
     (tmp_path / "ev" / "run" / "in.txt").write_text("row\n")
-    item = Regenerated("run", "out.txt", ("print.py", "{folder}"))
+    item = Regenerated("run", "out.txt", ("upper", "{folder}"))
     assert run_regenerated(item, tmp_path / "ev", tmp_path) == "ROW\n"
 
 

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 SOURCES = os.pathsep.join(str(REPO / "pkgs" / p / "src") for p in ("server", "gpuhost", "formats"))
 RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 SERIES = sorted((REPO / "patches" / "sglang").glob("*.patch"))
-FIXTURE_NEEDS = {"patched": ("network",), "stock": ("network",)}  # markers (checks/conftest.py)
+FIXTURE_NEEDS = {"patched": ("network",), "stock": ("network",)}  # markers (checkhelpers.markers)
 
 
 @pytest.fixture(scope="module")

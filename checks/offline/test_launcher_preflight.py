@@ -22,7 +22,7 @@ RECIPE_PATH = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 RECIPE = load_recipe(RECIPE_PATH)
 SGLANG_SERIES = sorted((REPO / "patches" / "sglang").glob("*.patch"))
 FENCE_PATCH = REPO / "patches" / "deep-gemm" / "0001-sm120-fence.patch"
-# Tests using these fixtures get the markers (checks/conftest.py).
+# Tests using these fixtures get the markers (checkhelpers.markers).
 FIXTURE_NEEDS = {"sglang_020": ("network",), "site": ("network",)}
 TRITON_BACKEND = "sglang/srt/layers/attention/triton_backend.py"
 

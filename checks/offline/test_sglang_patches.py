@@ -27,7 +27,7 @@ RECIPE = REPO_ROOT / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 MARKER = "sglang/srt/bitexact_patches.py"
 RELEASES = ("0.5.20", "0.5.21")
 ALLOWED_PREFIX = "python/sglang/"
-# Tests using these fixtures get the markers (checks/conftest.py).
+# Tests using these fixtures get the markers (checkhelpers.markers).
 FIXTURE_NEEDS = {"patched_tree": ("network",)}
 
 

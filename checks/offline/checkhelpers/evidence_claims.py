@@ -13,6 +13,8 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,7 +74,8 @@ class Regenerated:
 
     folder: str
     file: str
-    command: tuple[str, ...]  # repository-relative script and arguments; {folder} is the folder's path
+    command: tuple[str, ...]  # a module (python -m, from the repository root), then its arguments; {folder}
+    # in them is the folder's path
 
 
 @dataclass(frozen=True)
@@ -297,3 +300,14 @@ def read_raw(claim: Claim, root: Path = EVIDENCE) -> Any:
 
 def quoted_text(quote: Quote, claim: Claim) -> str:
     return normalised(quote.text.replace("{value}", stated(claim)))
+
+
+def run_regenerated(item: Regenerated, root: Path = EVIDENCE, repo: Path = REPO) -> str:
+    """What the item's command writes today: its module run with `python -m` from the repository root."""
+    folder = str(root / item.folder)
+    module, *args = (a.replace("{folder}", folder) for a in item.command)
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=repo, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, f"{' '.join(item.command)}: {done.stderr[-3000:]}"
+    return done.stdout

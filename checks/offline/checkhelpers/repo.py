@@ -11,11 +11,11 @@ from pathlib import Path
 def find_repository(here: Path, cwd: Path) -> Path:
     checkout = here.resolve().parents[2]
     for candidate in (checkout, cwd):
-        if (candidate / "checks" / "conftest.py").is_file():
+        if (candidate / "checks" / "offline" / "pyproject.toml").is_file():
             return candidate
     raise RuntimeError(
         f"checkhelpers: {here} is not in a checkout and {cwd} is not the repository root "
-        "(no checks/conftest.py): run the tests from the repository root"
+        "(no checks/offline/pyproject.toml): run the tests from the repository root"
     )
 
 

@@ -1,6 +1,6 @@
 """The offline suite's tests that need neither network nor Nix, run as a Nix build sandbox runs them.
 
-The markers are checks/conftest.py's (`network`, `nix`, `docker`, `browser`, `evidence`, `repository`);
+The markers are checkhelpers.markers' (`network`, `nix`, `docker`, `browser`, `evidence`, `repository`);
 this is the one place that names the selection.
 The `python-offline-tests` flake check (nix/python-offline-tests.nix) runs this module over its filtered
 source, and test_sandbox_selection.py runs it here over that same source without network and without Nix.
@@ -47,8 +47,8 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--loopback-up"]:
         bring_loopback_up()
         argv = argv[1:]
-    if not os.path.isfile("checks/conftest.py"):
-        where = "checks/conftest.py not found"
+    if not os.path.isfile("checks/offline/pyproject.toml"):
+        where = "checks/offline/pyproject.toml not found"
         print(f"sandbox_selection: run it from the repository root ({where})", file=sys.stderr)
         return 2
     return int(pytest.main(pytest_args(argv)))

@@ -1,4 +1,6 @@
-"""Markers for what a test needs beyond Python and the repository, so that a sandbox can select the rest.
+"""Markers for what a test needs beyond Python and the repository, so that a sandbox can select the rest: a
+pytest plugin that checks/offline/pyproject.toml registers (entry point `pytest11`), so every pytest run
+with checkhelpers installed has them, the checks' tests and the lab's alike, whatever subset runs.
 
 `network`: downloads (released wheels from PyPI, `uv lock --check`, any URL). `nix`: runs Nix itself
 (nix-instantiate, nix-store, nix hash, nix-prefetch-url), which a Nix build sandbox does not offer.
