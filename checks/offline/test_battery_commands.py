@@ -25,7 +25,6 @@ from gpuchecks.plan import fill  # the runner's own placeholder filling
 REPO = Path(__file__).resolve().parents[2]
 PLAN = json.loads((REPO / "checks" / "plans" / "e2e-tiny-hybrid.json").read_text())
 RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
-SOURCES = [REPO / "pkgs" / "bitexact" / "src", REPO / "pkgs" / "gpuhost" / "src"]
 SHORT_LONG = "64,300"  # the long reference's lengths, shortened as the e2e runner's --long does
 BATTERIES = PLAN["batteries"]
 
@@ -41,7 +40,6 @@ def bitexact(command: list[str], cwd: Path, card: dict[str, str]) -> subprocess.
     assert command[0] == "bitexact"
     env = {k: v for k, v in os.environ.items() if not k.startswith("BITEXACT_") and k != "LD_LIBRARY_PATH"}
     env |= card
-    env["PYTHONPATH"] = os.pathsep.join(str(s) for s in SOURCES)
     return subprocess.run(
         [sys.executable, "-m", "bitexact", *command[1:]], cwd=cwd, env=env, capture_output=True, text=True
     )

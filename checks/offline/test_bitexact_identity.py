@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkhelpers.bare_python import run_bare, stage_packages
 from checkhelpers.driver_standins import H100_PCIE, MAX_Q, install_driver, nvml_env
 
-REPO = Path(__file__).resolve().parents[2]
 PROBE = (
     "import json\n"
     "from bitexact.errors import UsageError\n"
@@ -32,11 +32,16 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return install_driver(tmp_path_factory.mktemp("driver") / "lib")
 
 
-def probe(env: dict[str, str], *flags: str) -> dict[str, object]:
+def probe(env: dict[str, str], bare: Path | None = None) -> dict[str, object]:
+    """PROBE in a fresh process: this interpreter, or with `bare` a `python -S` that imports only the
+    standard library and the packages staged there (checkhelpers.bare_python)."""
     base = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "BITEXACT_DRIVER_LIB")}
-    done = subprocess.run(
-        [sys.executable, *flags, "-c", PROBE], env={**base, **env}, capture_output=True, text=True, timeout=60
-    )
+    if bare is not None:
+        done = run_bare(bare, ["-c", PROBE], {**base, **env})
+    else:
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE], env={**base, **env}, capture_output=True, text=True, timeout=60
+        )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -51,22 +56,19 @@ def test_keys_by_the_tables_slug(driver: Path) -> None:
     assert probe({"BITEXACT_DRIVER_LIB": str(driver), **nvml_env(H100_PCIE)})["card"] == "h100-pcie"
 
 
-def test_a_driver_without_nvidia_ml_py_is_not_cpu(driver: Path) -> None:
-    """`python -S` drops site-packages (pynvml); bitexact, gpuhost and exactformats come from the source
-    tree."""
-    path = os.pathsep.join(
-        str(REPO / p) for p in ("pkgs/bitexact/src", "pkgs/gpuhost/src", "pkgs/formats/src")
-    )
-    result = probe({"BITEXACT_DRIVER_LIB": str(driver), "PYTHONPATH": path, **nvml_env(MAX_Q)}, "-S")
+def test_a_driver_without_nvidia_ml_py_is_not_cpu(driver: Path, tmp_path: Path) -> None:
+    """`python -S` drops site-packages (pynvml); bitexact, gpuhost and exactformats are staged beside it."""
+    bare = stage_packages(tmp_path / "bare", ["bitexact", "gpuhost", "exactformats"])
+    result = probe({"BITEXACT_DRIVER_LIB": str(driver), **nvml_env(MAX_Q)}, bare)
     assert str(result["card"]).startswith("UsageError: cannot read this machine's card")
     assert "pip install nvidia-ml-py" in str(result["card"]) and "--card SLUG" in str(result["card"])
     assert "nvidia-ml-py" in str(result["info"]["error"])
 
 
-def test_without_gpuhost_the_card_is_named_by_hand(driver: Path) -> None:
-    path = os.pathsep.join([str(REPO / "pkgs/bitexact/src"), str(REPO / "pkgs/formats/src")])
-    env = {"BITEXACT_DRIVER_LIB": str(driver), "PYTHONPATH": path}
-    result = probe(env, "-S")
+def test_without_gpuhost_the_card_is_named_by_hand(driver: Path, tmp_path: Path) -> None:
+    """`python -S` with bitexact and exactformats staged, gpuhost not."""
+    bare = stage_packages(tmp_path / "bare", ["bitexact", "exactformats"])
+    result = probe({"BITEXACT_DRIVER_LIB": str(driver)}, bare)
     assert result["card"] == "UsageError: " + (
         "the card cannot be read: gpuhost (the NVML card reader, pkgs/gpuhost; "
         "`pip install ./pkgs/formats ./pkgs/gpuhost`) is not importable here; pass --card SLUG"

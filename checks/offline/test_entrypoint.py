@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from checkhelpers.driver_standins import H200, MAX_Q, SERVER, WORKSTATION, identity, install_driver, nvml_env
 from checkhelpers.engine_trees import patched_tree, stock_tree
-from checkhelpers.hfcache_support import RECIPE_PATH, REPO, materialize, nix_eval, nix_str, write_locked
+from checkhelpers.hfcache_support import RECIPE_PATH, materialize, nix_eval, nix_str, write_locked
 from image_entrypoint.checks import PreflightError
 from image_entrypoint.gpu import Card, check_card
 from image_entrypoint.main import repos_named, server_command
@@ -107,14 +107,8 @@ def image(tmp_path: Path, engines: dict[str, Path], driver_build: Path) -> dict[
     exec_recorder(bin_dir, execs)
     env = {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "PYTHONPATH": os.pathsep.join(
-            [
-                str(REPO / "images" / "entrypoint" / "src"),
-                str(REPO / "pkgs" / "server" / "src"),
-                str(REPO / "pkgs" / "gpuhost" / "src"),
-                str(engines["patched"]),
-            ]
-        ),
+        # the stand-in SGLang tree under test; the entrypoint and the launcher are installed (sys.executable)
+        "PYTHONPATH": str(engines["patched"]),
         "BITEXACT_RECIPE": str(RECIPE_PATH),
         "BITEXACT_HF_HUB_CACHE": str(cache),
         "BITEXACT_WEIGHTS_SPEC": str(spec),

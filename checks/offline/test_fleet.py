@@ -26,8 +26,6 @@ from checkhelpers.net_support import free_ports
 from exactlaunch import fleet
 
 REPO = Path(__file__).resolve().parents[2]
-# the launcher and the packages it imports: gpuhost and exactformats
-SOURCES = os.pathsep.join(str(REPO / "pkgs" / p / "src") for p in ("server", "gpuhost", "formats"))
 RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
 # The released router, where checks/requirements-offline.txt installed it (CI's venv; nixpkgs has none, so
 # the flake's sandboxed run of this suite skips the two tests that start it).
@@ -91,10 +89,8 @@ def test_bad_fleets_are_refused(replicas: int, gpus: str, policy: str, message: 
 
 
 def launcher(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=SOURCES)
     return subprocess.run(
         [sys.executable, "-m", "exactlaunch.cli", "--recipe", str(RECIPE), *args],
-        env=env,
         capture_output=True,
         text=True,
     )
@@ -143,7 +139,6 @@ def running_fleet(tmp_path: Path) -> Iterator[tuple[str, list[str], subprocess.P
     plan.write_text(json.dumps({"fleet": json.loads(fleet.plan_json(replicas, router))}))
     proc = subprocess.Popen(
         [sys.executable, "-m", "exactlaunch.fleet", str(plan), str(tmp_path / "logs")],
-        env=dict(os.environ, PYTHONPATH=SOURCES),
         stderr=(tmp_path / "fleet.log").open("wb"),
         start_new_session=True,
     )

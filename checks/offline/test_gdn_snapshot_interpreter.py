@@ -22,6 +22,7 @@ SNAPSHOT_PATCH = "0007-exact-gdn-prefix-snapshot.patch"
 @pytest.fixture(scope="module")
 def interpreter_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     tmp = tmp_path_factory.mktemp("gdn-snapshot-interpreter")
+    # PYTHONPATH: the released numpy and triton the SGLang kernels run under (unpacked wheels, under test)
     paths = [str(unpacked_wheel("numpy", "2.2.6")), str(unpacked_wheel("triton", "3.6.0"))]
     return {
         **os.environ,

@@ -26,7 +26,6 @@ from checkhelpers.driver_standins import H100_PCIE, H100_SXM, H200, install_driv
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN_DIR = REPO / "checks" / "golden"
 RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
-SOURCES = [REPO / "pkgs" / "bitexact" / "src", REPO / "pkgs" / "gpuhost" / "src"]
 
 
 @pytest.mark.evidence  # reads a raw result under docs/evidence
@@ -88,7 +87,6 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def bitexact(argv: list[str], card: Any, driver: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("BITEXACT_") and k != "LD_LIBRARY_PATH"}
     env |= {"BITEXACT_DRIVER_LIB": str(driver), **nvml_env(card)}
-    env["PYTHONPATH"] = os.pathsep.join(str(s) for s in SOURCES)
     return subprocess.run(
         [sys.executable, "-m", "bitexact", *argv],
         cwd=cwd,

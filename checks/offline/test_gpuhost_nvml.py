@@ -12,10 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkhelpers.bare_python import run_bare, stage_packages
 from checkhelpers.driver_standins import DRIVER_VERSION, H200, MAX_Q, Card, install_driver, nvml_env
 from gpuhost.driver import OVERRIDE_VAR
-
-REPO = Path(__file__).resolve().parents[2]
 
 READ = (
     "import json, sys\n"
@@ -33,11 +32,16 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return install_driver(tmp_path_factory.mktemp("driver") / "lib")
 
 
-def run(code: str, env: dict[str, str], *flags: str) -> object:
+def run(code: str, env: dict[str, str], bare: Path | None = None) -> object:
+    """`code` in a fresh process: this interpreter, or with `bare` a `python -S` that imports only the
+    standard library and the packages staged there (checkhelpers.bare_python)."""
     base = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", OVERRIDE_VAR)}
-    done = subprocess.run(
-        [sys.executable, *flags, "-c", code], env={**base, **env}, capture_output=True, text=True, timeout=60
-    )
+    if bare is not None:
+        done = run_bare(bare, ["-c", code], {**base, **env})
+    else:
+        done = subprocess.run(
+            [sys.executable, "-c", code], env={**base, **env}, capture_output=True, text=True, timeout=60
+        )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -100,11 +104,11 @@ def test_a_driver_that_cannot_be_reached(driver: Path) -> None:
     assert "cannot reach the driver: Driver Not Loaded" in result["message"]
 
 
-def test_without_nvidia_ml_py_the_message_names_the_package(driver: Path) -> None:
-    """`python -S`: no site-packages, so no pynvml; gpuhost from the source tree."""
-    sources = os.pathsep.join(str(REPO / "pkgs" / p / "src") for p in ("gpuhost", "formats"))
-    env = {OVERRIDE_VAR: str(driver), "PYTHONPATH": sources, **nvml_env(MAX_Q)}
-    result = run(READ, env, "-S")
+def test_without_nvidia_ml_py_the_message_names_the_package(driver: Path, tmp_path: Path) -> None:
+    """`python -S`: no site-packages, so no pynvml; gpuhost and exactformats staged beside it."""
+    bare = stage_packages(tmp_path / "bare", ["gpuhost", "exactformats"])
+    env = {OVERRIDE_VAR: str(driver), **nvml_env(MAX_Q)}
+    result = run(READ, env, bare)
     assert result["error"] == "NvmlError"
     assert "pip install nvidia-ml-py" in result["message"]
 

@@ -19,8 +19,6 @@ from exactlaunch.buildinfo import _TORCH_CUDA, build_info, torch_cuda, tree_dige
 from exactlaunch.manifest import MANIFEST
 
 REPO = Path(__file__).resolve().parents[2]
-# the launcher and the packages it imports: gpuhost and exactformats
-SOURCES = os.pathsep.join(str(REPO / "pkgs" / p / "src") for p in ("server", "gpuhost", "formats"))
 RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 SERIES = sorted((REPO / "patches" / "sglang").glob("*.patch"))
 FIXTURE_NEEDS = {"patched": ("network",), "stock": ("network",)}  # markers (checkhelpers.markers)
@@ -76,7 +74,6 @@ def test_the_cli_prints_what_bitexact_reads(tmp_path: Path) -> None:
     bitexact's --build-info."""
     env = {
         **os.environ,
-        "PYTHONPATH": SOURCES,
         "BITEXACT_SERVER_OUT": "/nix/store/x",
     }
     done = subprocess.run(

@@ -32,14 +32,13 @@ REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
 DATA = json.loads(RECIPE.read_text())
 FRACTION = 0.88  # the recipe's --mem-fraction-static
-SOURCES = [str(REPO / p) for p in ("pkgs/formats/src", "pkgs/gpuhost/src", "pkgs/server/src")]
 
 
 def launcher(
     args: list[str], env: dict[str, str], cwd: Path, shell_tail: str = ""
 ) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("BITEXACT_", "SGLANG_", "HF_", "XDG_"))}
-    clean.update(PYTHONPATH=os.pathsep.join(SOURCES), HOME=str(cwd / "home"), **env)
+    clean.update(HOME=str(cwd / "home"), **env)
     command = [sys.executable, "-m", "exactlaunch.cli", "--recipe", str(RECIPE), *args]
     if shell_tail:
         command = ["sh", "-c", 'exec "$@" ' + shell_tail, "sh", *command]
@@ -198,7 +197,6 @@ def test_a_pipe_whose_reader_left_is_an_error(tmp_path: Path) -> None:
     read, write = os.pipe()
     os.close(read)
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("BITEXACT_", "SGLANG_", "HF_"))}
-    clean["PYTHONPATH"] = os.pathsep.join(SOURCES)
     done = subprocess.run(
         [sys.executable, "-m", "exactlaunch.cli", "--recipe", str(RECIPE), "--print"],
         stdout=write, stderr=subprocess.PIPE, text=True, env=clean, timeout=60,

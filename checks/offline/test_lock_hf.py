@@ -35,7 +35,6 @@ LARGE = {SHARDS[0]: b"\x00" * 5000 + b"w1", SHARDS[1]: b"w2" * 999}
 OTHER_FILES = {".gitattributes": SMALL[".gitattributes"], "model.safetensors": b"other weights"}
 # The cache writers: the installed huggingface_hub (nixpkgs' in the Nix sandbox), and the server lock's.
 WRITERS = ["installed", pytest.param("1.32.0", marks=pytest.mark.network)]
-SOURCES = Path(__file__).resolve().parents[2] / "pkgs" / "lock" / "src"
 
 
 def expected_manifest(repo: str, revision: str, files: dict[str, bytes], lfs: set[str]) -> dict[str, Any]:
@@ -82,6 +81,8 @@ def write_cache(writer: str, server: HubStandIn, target: Path, repo: str, how: s
         "    for name in sys.argv[4:]:\n"
         "        print(h.hf_hub_download(repo, name, revision='main', cache_dir=target))\n"
     )
+    # PYTHONPATH names a released huggingface_hub unpacked for the test (an upstream package under test),
+    # or nothing: the installed one
     path = str(unpacked_wheel("huggingface_hub", writer)) if writer != "installed" else ""
     env = {
         **os.environ,
@@ -409,7 +410,9 @@ def test_pinlock_runs_on_the_server_locks_huggingface_hub(
     cache = tmp_path / "hub-cache"
     snapshot = write_cache("1.32.0", hub_server, cache, REPO)
     wheel = unpacked_wheel("huggingface_hub", "1.32.0")
-    env = {**os.environ, "HF_ENDPOINT": hub_server.url, "PYTHONPATH": f"{wheel}{os.pathsep}{SOURCES}"}
+    # PYTHONPATH names the released huggingface_hub unpacked for this test, an upstream package under test
+    # that nothing installs; pinlock is installed in this interpreter (sys.executable).
+    env = {**os.environ, "HF_ENDPOINT": hub_server.url, "PYTHONPATH": str(wheel)}
     code = "import sys, huggingface_hub as h\nfrom pinlock.cli import main\n"
     code += "print(h.__version__)\nsys.exit(main())"
     for i, args in enumerate([[f"{REPO}@{repos[REPO].commit}"], [REPO, "--snapshot", str(snapshot)]]):

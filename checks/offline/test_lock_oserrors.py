@@ -31,7 +31,6 @@ from pinlock.nar import nar_hash
 
 REPO = Path(__file__).resolve().parents[2]
 REV = "a" * 40
-SOURCES = [str(REPO / p) for p in ("pkgs/formats/src", "pkgs/lock/src")]
 NIX = shutil.which("nix")
 
 
@@ -39,7 +38,7 @@ def pinlock(
     args: list[str], cwd: Path, env: dict[str, str] | None = None, timeout: int = 120
 ) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "BITEXACT_"))}
-    clean.update(PYTHONPATH=os.pathsep.join(SOURCES), XDG_CACHE_HOME=str(cwd / "cache"), **(env or {}))
+    clean.update(XDG_CACHE_HOME=str(cwd / "cache"), **(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "pinlock.cli", *args], capture_output=True, text=True, env=clean, cwd=cwd,
         timeout=timeout,
@@ -194,7 +193,7 @@ def test_a_full_disk_names_the_pin_and_keeps_it(tmp_path: Path) -> None:
         f"mount -t tmpfs -o size=64k tmpfs {manifests} && "
         f'(head -c 1M /dev/zero > {manifests}/.filler 2>/dev/null || true) && exec "$@"'
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(SOURCES), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     done = subprocess.run(
         ["unshare", "-m", "sh", "-c", script, "sh", *command],
         capture_output=True,

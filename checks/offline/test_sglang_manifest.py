@@ -18,7 +18,6 @@ from checkhelpers.sglang_series import REPO, SERIES, apply_series, copy_touched
 from exactlaunch import manifest
 
 FIXTURE_NEEDS = {"release": ("network",)}
-SRC = REPO / "pkgs" / "server" / "src"
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +48,8 @@ def test_touched_files_of_a_git_diff_with_a_deletion(tmp_path: Path) -> None:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
     return subprocess.run(
-        [sys.executable, "-m", "exactlaunch.manifest", *args], capture_output=True, text=True, env=env
+        [sys.executable, "-m", "exactlaunch.manifest", *args], capture_output=True, text=True
     )
 
 

@@ -15,12 +15,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import exactformats
 import pytest
+from checkhelpers.bare_python import run_bare, stage_packages
 
 REPO = Path(__file__).resolve().parents[2]
 # What bitexact, the launcher, pinlock and the GPU checks' runner take from a recipe: each reads the file
@@ -34,14 +34,15 @@ CONSUMERS = (
 
 
 def test_bitexact_driver_runs_with_exactformats_alone(tmp_path: Path) -> None:
-    path = os.pathsep.join(str(REPO / p) for p in ("pkgs/gpuhost/src", "pkgs/formats/src"))
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": path}
-    env["BITEXACT_DRIVER_LIB"] = str(tmp_path)
-    command = [sys.executable, "-S", "-m", "gpuhost.cli", "show"]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    """`python -S` with only gpuhost and exactformats staged beside it (checkhelpers.bare_python)."""
+    bare = stage_packages(tmp_path / "bare", ["gpuhost", "exactformats"])
+    driver = tmp_path / "driver"  # an empty folder: no driver library in it
+    driver.mkdir()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "BITEXACT_DRIVER_LIB": str(driver)}
+    done = run_bare(bare, ["-m", "gpuhost.cli", "show"], env)
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("bitexact-driver: error: "), done.stderr
-    assert "BITEXACT_DRIVER_LIB" in done.stderr and str(tmp_path) in done.stderr, done.stderr
+    assert "BITEXACT_DRIVER_LIB" in done.stderr and str(driver) in done.stderr, done.stderr
     assert "internal error" not in done.stderr and "ModuleNotFoundError" not in done.stderr, done.stderr
 
 

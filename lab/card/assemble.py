@@ -261,7 +261,8 @@ def missing_modules(work: Path, tree: str) -> list[str]:
         "        bad.append(f'{m}: {type(e).__name__}: {e}'[:400])\n"
         "print(json.dumps(bad))\n"
     )
-    env = {"PYTHONPATH": f"{work / tree}:{work / 'deps'}:{REPO / 'pkgs' / 'server' / 'src'}"}
+    # the SGLang tree under test and its deps folder (which holds this checkout's product: install_product)
+    env = {"PYTHONPATH": f"{work / tree}:{work / 'deps'}"}
     import os
 
     done = subprocess.run(

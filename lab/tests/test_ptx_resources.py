@@ -31,6 +31,7 @@ STAGED = "decode: one row, 16-row tile, 4 warps, tile loop at 3 stages (H200)"
 @pytest.fixture(scope="module")
 def compile_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     tmp = tmp_path_factory.mktemp("ptx-resources")
+    # PYTHONPATH: the released numpy and triton the SGLang kernels run under (unpacked wheels, under test)
     paths = [str(unpacked_wheel("numpy", "2.2.6")), str(unpacked_wheel("triton", "3.6.0"))]
     tools = ("TRITON_INTERPRET", "TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH")
     env = {k: v for k, v in os.environ.items() if k not in tools}

@@ -39,6 +39,7 @@ print(json.dumps(out))
 def resolve_offline(cache: Path, repos: list[str]) -> subprocess.CompletedProcess[str]:
     """Ask the real huggingface_hub 1.32.0, offline, for each repo as `--model-path <repo>` does."""
     tree = unpacked_wheel("huggingface_hub", "1.32.0")
+    # PYTHONPATH names the released huggingface_hub unpacked for this check: an upstream package under test
     env = {**os.environ, "PYTHONPATH": str(tree), "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache)}
     env.pop("HF_HOME", None)
     return subprocess.run(

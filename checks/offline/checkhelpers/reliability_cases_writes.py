@@ -13,7 +13,6 @@ from checkhelpers.canned_sglang import CannedSGLang
 from checkhelpers.reliability_setup import (
     FAST,
     PROMPTS,
-    SOURCES,
     URL,
     Case,
     Check,
@@ -71,8 +70,7 @@ def record_into(folder: str) -> Setup:
 
 
 def _env() -> dict[str, str]:
-    paths = [str(s) for s in SOURCES] + [os.environ.get("PYTHONPATH", "")]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    return dict(os.environ)
 
 
 def unchanged_lines(rel: str, count: int) -> Check:

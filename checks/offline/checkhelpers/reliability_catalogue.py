@@ -21,9 +21,9 @@ from checkhelpers import (
     reliability_cases_pinlock,
     reliability_cases_writes,
 )
-from checkhelpers.reliability_setup import COMMAND_NAMES, PROGRAMS, REPO, SOURCES, Case
+from checkhelpers.reliability_setup import COMMAND_NAMES, PROGRAMS, REPO, Case
 
-__all__ = ["CASES", "COMMAND_NAMES", "PROGRAMS", "REPO", "SOURCES", "Case"]
+__all__ = ["CASES", "COMMAND_NAMES", "PROGRAMS", "REPO", "Case"]
 
 CASES: list[Case] = [
     *reliability_cases_bitexact_inputs.CASES,  # command line, engine strings, prompts, --out, recipes, warm

@@ -27,7 +27,6 @@ from checkhelpers.reliability_catalogue import (
     COMMAND_NAMES,
     PROGRAMS,
     REPO,
-    SOURCES,
     Case,
 )
 
@@ -63,8 +62,7 @@ def can_mount() -> bool:
 
 def _env(case: Case, tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BITEXACT_", "HF_"))}
-    paths = [str(s) for s in SOURCES] + [os.environ.get("PYTHONPATH", "")]
-    env.update(PYTHONPATH=os.pathsep.join(p for p in paths if p), XDG_CACHE_HOME=str(tmp / "cache"))
+    env["XDG_CACHE_HOME"] = str(tmp / "cache")
     env["HF_HUB_OFFLINE"] = "1"  # no case may reach the Hub (CI has no route to it; a try would wait)
     env.update({k: v.replace("{tmp}", str(tmp)) for k, v in case.env.items()})
     return env

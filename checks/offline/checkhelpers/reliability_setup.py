@@ -17,18 +17,6 @@ from checkhelpers.canned_sglang import CannedSGLang
 from checkhelpers.repo import REPO
 
 RECIPE = REPO / "nix" / "recipes" / "qwen3.8-27b-exact.json"
-SOURCES = [
-    REPO / p
-    for p in (
-        "pkgs/formats/src",
-        "pkgs/gpuhost/src",
-        "pkgs/bitexact/src",
-        "pkgs/server/src",
-        "pkgs/lock/src",
-        "pkgs/gpu-checks/src",
-        "images/entrypoint/src",
-    )
-]
 PROGRAMS = {
     "bitexact": ["-m", "bitexact"],
     "pinlock": ["-m", "pinlock.cli"],

@@ -41,6 +41,7 @@ def route_tree(root: Path) -> Path:
 def interpreter_env(tmp: Path) -> dict[str, str]:
     triton = unpacked_wheel("triton", "3.6.0")
     numpy = unpacked_wheel("numpy", "2.2.6")
+    # PYTHONPATH: the released numpy and triton the SGLang kernels run under (unpacked wheels, under test)
     paths = [str(numpy), str(triton), *filter(None, [os.environ.get("PYTHONPATH")])]
     return {
         **os.environ,
