@@ -7,64 +7,32 @@ stand-in describes it (checkhelpers.driver_standins)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from checkhelpers.battery_plan import BATTERIES, RECIPE, card_env, run_references
+from checkhelpers.battery_plan import run_bitexact as bitexact
 from checkhelpers.canned_sglang import CannedSGLang
-from checkhelpers.driver_standins import H200, install_driver, nvml_env
 from gpuchecks.plan import fill
 
 from lab.card import summarize
 
-REPO = Path(__file__).resolve().parents[2]
-PLAN = json.loads((REPO / "checks" / "plans" / "e2e-tiny-hybrid.json").read_text())
-RECIPE = REPO / "nix" / "recipes" / "e2e-tiny-hybrid.json"
-SHORT_LONG = "64,300"  # the long reference's lengths, shortened as the runner's --long does
-BATTERIES = PLAN["batteries"]
 RADIX = [b for b in BATTERIES if b.get("radix")]
 
 
 @pytest.fixture(scope="module")
 def card(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """The environment under which bitexact reads an H200 through NVML (the stand-in driver)."""
-    driver = install_driver(tmp_path_factory.mktemp("driver") / "lib")
-    return {"BITEXACT_DRIVER_LIB": str(driver), **nvml_env(H200)}
-
-
-def bitexact(command: list[str], cwd: Path, card: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """The installed bitexact, as the runner runs a plan's command."""
-    assert command[0] == "bitexact"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BITEXACT_") and k != "LD_LIBRARY_PATH"}
-    return subprocess.run(
-        [sys.executable, "-m", "bitexact", *command[1:]],
-        cwd=cwd,
-        env=env | card,
-        capture_output=True,
-        text=True,
-    )
+    return card_env(tmp_path_factory.mktemp("driver"))
 
 
 @pytest.fixture(scope="module")
 def references(tmp_path_factory: pytest.TempPathFactory, card: dict[str, str]) -> dict[str, Path]:
     """The plan's own reference commands against a server that does not speculate (the no-spec side)."""
-    root = tmp_path_factory.mktemp("references")
-    made = {}
     with CannedSGLang("normal") as server:
-        for kind, reference in PLAN["references"].items():
-            out = root / reference["name"]
-            out.mkdir()
-            for command in reference["commands"]:
-                command = list(command)
-                if "--long" in command:
-                    command[command.index("--long") + 1] = SHORT_LONG
-                values = {"URL": f"sglang+{server.url}", "RECIPE": str(RECIPE), "OUT": str(out)}
-                done = bitexact(fill(command, {**values, "MODEL_SNAPSHOT": "bytes"}), root, card)
-                assert done.returncode == 0, done.stderr[-3000:]
-            made[kind] = out / "reference.json"
-    return made
+        return run_references(server.url, tmp_path_factory.mktemp("references"), card)
 
 
 def test_the_summary_line_of_a_radix_battery(card: dict[str, str], tmp_path: Path) -> None:
